@@ -1,0 +1,289 @@
+"""The custom layers against NumPy implementations of the papers' equations (tests/reference.py)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reference as ref
+from thesis_repro.layers import (
+    AttentionGatedLSTM,
+    AttentionGatedLSTMCell,
+    AttentionPooling,
+    MeanPooling,
+    scaled_sigmoid,
+)
+
+ATOL = 1e-5
+
+
+def padded_batch(rng: np.random.Generator, lengths: list[int], features: int) -> np.ndarray:
+    """Random sequences of the given lengths, zero-padded to the longest."""
+    x = np.zeros((len(lengths), max(lengths), features), dtype="float32")
+    for row, length in enumerate(lengths):
+        x[row, :length] = rng.uniform(0.1, 1.0, size=(length, features))  # no all-zero real step
+    return x
+
+
+def randomize_weights(layer: keras.layers.Layer, rng: np.random.Generator) -> None:
+    """Non-zero weights everywhere (biases too) so that every term of the equations matters."""
+    for weight in layer.weights:
+        weight.assign(rng.normal(0.0, 0.5, size=weight.shape).astype("float32"))
+
+
+def roundtrip(model: keras.Model, tmp_path) -> keras.Model:
+    path = tmp_path / "model.keras"
+    model.save(path)
+    return keras.saving.load_model(path)
+
+
+# --- scaled sigmoid -------------------------------------------------------------------------
+
+
+def test_scaled_sigmoid_matches_thesis_formula():
+    x = np.array([-30.0, -2.0, -0.5, 0.0, 0.7, 3.0, 30.0], dtype="float32")
+    np.testing.assert_allclose(scaled_sigmoid(x), ref.thesis_gate(x), atol=1e-6)
+    # Known values: s(0) = 0.5 and the saturation limits -0.1 and 1.1.
+    np.testing.assert_allclose(
+        scaled_sigmoid(np.float32([0.0, -50.0, 50.0])), [0.5, -0.1, 1.1], atol=1e-6
+    )
+
+
+# --- attention pooling ----------------------------------------------------------------------
+
+
+def test_attention_pooling_matches_equation_1(rng):
+    lengths = [9, 4, 6]
+    h = padded_batch(rng, lengths, features=5)
+    layer = AttentionPooling(return_attention=True)
+    layer(h)
+    randomize_weights(layer, rng)
+    w, b = (v.numpy() for v in layer.weights)
+    c, alpha, e = (np.asarray(t) for t in layer(h, lengths=np.array(lengths)))
+    for row, length in enumerate(lengths):
+        c_ref, alpha_ref, e_ref = ref.attention_pool(h[row], w, float(b[0]), length)
+        np.testing.assert_allclose(c[row], c_ref, atol=ATOL)
+        np.testing.assert_allclose(alpha[row, :length], alpha_ref, atol=ATOL)
+        np.testing.assert_allclose(e[row, :length], e_ref, atol=ATOL)
+        assert np.all(alpha[row, length:] == 0.0), "padded steps must get exactly zero weight"
+
+
+def test_attention_pooling_padded_batch_equals_each_sequence_alone(rng):
+    lengths = [12, 3, 7, 1]
+    h = padded_batch(rng, lengths, features=4)
+    layer = AttentionPooling()
+    layer(h)
+    randomize_weights(layer, rng)
+    batched = np.asarray(layer(h, mask=np.arange(12)[None, :] < np.array(lengths)[:, None]))
+    for row, length in enumerate(lengths):
+        alone = np.asarray(layer(h[row : row + 1, :length]))
+        np.testing.assert_allclose(batched[row], alone[0], atol=ATOL)
+
+
+def test_attention_pooling_uses_keras_mask_in_a_model(rng):
+    lengths = [8, 5]
+    x = padded_batch(rng, lengths, features=3)
+    inputs = keras.Input((None, 3))
+    masked = keras.layers.Masking(0.0)(inputs)
+    c = AttentionPooling()(masked)
+    model = keras.Model(inputs, c)
+    randomize_weights(model, rng)
+    layer = model.layers[-1]
+    w, b = (v.numpy() for v in layer.weights)
+    out = np.asarray(model(x))
+    for row, length in enumerate(lengths):
+        np.testing.assert_allclose(
+            out[row], ref.attention_pool(x[row], w, b[0], length)[0], atol=ATOL
+        )
+
+
+def test_attention_pooling_stable_at_100k_steps(rng):
+    steps = 100_000
+    h = rng.normal(0.0, 30.0, size=(2, steps, 3)).astype("float32")
+    layer = AttentionPooling(return_attention=True)
+    layer(h)
+    randomize_weights(layer, rng)
+    c, alpha, _ = (np.asarray(t) for t in layer(h, lengths=np.array([steps, steps // 3])))
+    assert np.isfinite(c).all() and np.isfinite(alpha).all()
+    np.testing.assert_allclose(alpha.sum(axis=1), 1.0, atol=1e-4)
+    w, b = (v.numpy() for v in layer.weights)
+    np.testing.assert_allclose(
+        c[1], ref.attention_pool(h[1], w, b[0], steps // 3)[0], rtol=1e-3, atol=1e-3
+    )
+
+
+def test_masked_softmax_does_not_overflow_with_unbounded_energies(rng):
+    h = rng.normal(size=(1, 50, 2)).astype("float32")
+    layer = AttentionPooling(return_attention=True, energy_activation="linear")
+    layer(h)
+    layer.kernel.assign(np.float32([[500.0], [300.0]]))  # energies of order 1e3: exp overflows
+    c, alpha, e = (np.asarray(t) for t in layer(h))
+    assert np.isfinite(c).all()
+    expected = np.exp(e[0] - e[0].max()) / np.exp(e[0] - e[0].max()).sum()
+    np.testing.assert_allclose(alpha[0], expected, atol=1e-6)
+
+
+def test_attention_pooling_gradients_reach_weights_and_inputs(rng):
+    h = tf.constant(padded_batch(rng, [6, 4], features=3))
+    layer = AttentionPooling()
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(h)
+        loss = tf.reduce_sum(layer(h, lengths=[6, 4]) ** 2)
+    grads = tape.gradient(loss, [h, *layer.trainable_weights])
+    assert all(g is not None and np.abs(g.numpy()).sum() > 0 for g in grads)
+    assert np.all(grads[0].numpy()[1, 4:] == 0.0), "no gradient may flow into padded steps"
+
+
+def test_attention_pooling_rejects_bad_input(rng):
+    layer = AttentionPooling()
+    with pytest.raises(ValueError, match="rank 3"):
+        layer(np.zeros((4, 5), "float32"))
+    with pytest.raises(ValueError, match="lengths"):
+        AttentionPooling()(np.zeros((2, 5, 3), "float32"), lengths=np.array([3, 9]))
+    with pytest.raises(ValueError, match="sequences"):
+        AttentionPooling()(np.zeros((2, 5, 3), "float32"), lengths=np.array([3, 4, 5]))
+
+
+# --- mean pooling ---------------------------------------------------------------------------
+
+
+def test_mean_pooling_matches_equation_2_with_masks(rng):
+    lengths = [7, 2, 5]
+    h = padded_batch(rng, lengths, features=4)
+    out = np.asarray(MeanPooling()(h, lengths=np.array(lengths)))
+    for row, length in enumerate(lengths):
+        np.testing.assert_allclose(out[row], ref.mean_pool(h[row], length), atol=ATOL)
+        alone = np.asarray(MeanPooling()(h[row : row + 1, :length]))[0]
+        np.testing.assert_allclose(out[row], alone, atol=ATOL)
+    with pytest.raises(ValueError, match="rank 3"):
+        MeanPooling()(np.zeros((3,), "float32"))
+
+
+# --- attention-gated LSTM -------------------------------------------------------------------
+
+
+def gated_lstm_and_weights(rng, units=5, features=2, **kwargs):
+    layer = AttentionGatedLSTM(units, return_sequences=True, **kwargs)
+    layer([np.zeros((1, 3, features), "float32"), np.zeros((1, 3), "float32")])
+    randomize_weights(layer, rng)
+    return layer, [w.numpy() for w in layer.lstm_cell.weights]
+
+
+def test_gated_lstm_matches_thesis_equations(rng):
+    lengths = [11, 6]
+    x = padded_batch(rng, lengths, features=2)
+    e = rng.uniform(-1.0, 1.0, size=x.shape[:2]).astype("float32")
+    layer, (kernel, recurrent, bias) = gated_lstm_and_weights(rng)
+    out = np.asarray(layer([x, e], lengths=np.array(lengths)))
+    for row, length in enumerate(lengths):
+        expected = ref.gated_lstm(x[row], e[row], kernel, recurrent, bias, length=length)
+        np.testing.assert_allclose(out[row, :length], expected, atol=ATOL)
+
+
+def test_gated_lstm_energy_enters_input_gate_only(rng):
+    """Adding e to the input gate equals adding it to b_i; any other placement would differ."""
+    x = padded_batch(rng, [8], features=2)
+    layer, (kernel, recurrent, bias) = gated_lstm_and_weights(rng)
+    out = np.asarray(layer([x, np.full((1, 8), 0.8, "float32")]))[0]
+    shifted_bias = bias.copy()
+    shifted_bias[:5] += 0.8  # block i of (i, f, g, o)
+    expected = ref.gated_lstm(x[0], np.zeros(8), kernel, recurrent, shifted_bias)
+    np.testing.assert_allclose(out, expected, atol=ATOL)
+    without = np.asarray(layer([x, np.zeros((1, 8), "float32")]))[0]
+    assert np.abs(out - without).max() > 1e-3
+
+
+def test_gated_lstm_reduces_to_keras_lstm(rng):
+    x = padded_batch(rng, [10, 10], features=3)
+    layer, _ = gated_lstm_and_weights(rng, units=4, features=3, gate_activation="sigmoid")
+    keras_lstm = keras.layers.LSTM(4, return_sequences=True)
+    keras_lstm(x)
+    for theirs, ours in zip(keras_lstm.cell.weights, layer.lstm_cell.weights, strict=True):
+        theirs.assign(ours)
+    np.testing.assert_allclose(layer([x, np.zeros((2, 10), "float32")]), keras_lstm(x), atol=ATOL)
+
+
+def test_gated_lstm_respects_keras_mask_and_padding(rng):
+    lengths = [9, 4]
+    x = padded_batch(rng, lengths, features=2)
+    e = rng.uniform(-1.0, 1.0, size=x.shape[:2]).astype("float32")
+    x_in, e_in = keras.Input((None, 2)), keras.Input((None,))
+    final = AttentionGatedLSTM(5)([keras.layers.Masking(0.0)(x_in), e_in])
+    model = keras.Model([x_in, e_in], final)
+    randomize_weights(model, rng)
+    out = np.asarray(model([x, e]))
+    for row, length in enumerate(lengths):
+        alone = np.asarray(model([x[row : row + 1, :length], e[row : row + 1, :length]]))[0]
+        np.testing.assert_allclose(out[row], alone, atol=ATOL)
+
+
+def test_gated_lstm_cell_accepts_packed_step_input(rng):
+    cell = AttentionGatedLSTMCell(3)
+    rnn = keras.layers.RNN(cell, return_sequences=True)
+    x = padded_batch(rng, [6], features=2)
+    e = rng.uniform(-1, 1, size=(1, 6, 1)).astype("float32")
+    out = np.asarray(rnn(np.concatenate([x, e], axis=-1)))[0]
+    kernel, recurrent, bias = (w.numpy() for w in cell.weights)
+    np.testing.assert_allclose(
+        out, ref.gated_lstm(x[0], e[0, :, 0], kernel, recurrent, bias), atol=ATOL
+    )
+
+
+def test_gradients_reach_the_energies(rng):
+    x = tf.constant(padded_batch(rng, [7], features=2))
+    e = tf.Variable(rng.uniform(-1, 1, size=(1, 7)).astype("float32"))
+    layer, (kernel, recurrent, bias) = gated_lstm_and_weights(rng)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer([x, e])[:, -1])
+    grad = tape.gradient(loss, e).numpy()[0]
+    # Central finite differences through the NumPy reference (float64).
+    step = 1e-5
+    numeric = np.zeros(7)
+    for t in range(7):
+        plus, minus = e.numpy()[0].astype(np.float64), e.numpy()[0].astype(np.float64)
+        plus[t] += step
+        minus[t] -= step
+        f = lambda en: ref.gated_lstm(x.numpy()[0], en, kernel, recurrent, bias)[-1].sum()  # noqa: E731
+        numeric[t] = (f(plus) - f(minus)) / (2 * step)
+    assert np.abs(numeric).min() > 0
+    np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-5)
+
+
+def test_gated_lstm_rejects_bad_input(rng):
+    layer = AttentionGatedLSTM(3)
+    x = np.zeros((2, 5, 2), "float32")
+    with pytest.raises(ValueError, match="length T"):
+        layer([x, np.zeros((2, 6), "float32")])
+    with pytest.raises(ValueError, match="rank 3"):
+        AttentionGatedLSTM(3)([np.zeros((2, 5), "float32"), np.zeros((2, 5), "float32")])
+    with pytest.raises(ValueError, match=r"layer\(\[x, energies\]\)"):
+        AttentionGatedLSTM(3)(x)
+    with pytest.raises(ValueError, match="batch size"):
+        AttentionGatedLSTM(3)([x, np.zeros((3, 5), "float32")])
+    with pytest.raises(ValueError, match="positive"):
+        AttentionGatedLSTM(0)
+
+
+# --- serialization --------------------------------------------------------------------------
+
+
+def test_keras_file_roundtrip_of_every_layer(rng, tmp_path):
+    x_in = keras.Input((None, 2))
+    masked = keras.layers.Masking(0.0)(x_in)
+    h = keras.layers.Dense(6, activation="relu")(masked)
+    c, alpha, e = AttentionPooling(return_attention=True)(h)
+    mean = MeanPooling()(h)
+    lstm_out = AttentionGatedLSTM(4, return_sequences=True)([masked, e])
+    lstm_last = AttentionGatedLSTM(3, gate_activation="sigmoid")([masked, e])
+    packed = keras.layers.Concatenate()([masked, keras.layers.Reshape((-1, 1))(e)])
+    cell_out = keras.layers.RNN(AttentionGatedLSTMCell(2))(packed)
+    model = keras.Model(x_in, [c, alpha, mean, lstm_out, lstm_last, cell_out])
+    randomize_weights(model, rng)
+    x = padded_batch(rng, [9, 5], features=2)
+    loaded = roundtrip(model, tmp_path)
+    for before, after in zip(model(x), loaded(x), strict=True):
+        np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
+    lstm = next(layer for layer in loaded.layers if isinstance(layer, AttentionGatedLSTM))
+    assert lstm.lstm_cell.gate_activation is scaled_sigmoid

@@ -1,0 +1,521 @@
+"""The thesis's custom Keras layers: feed-forward attention pooling and the attention-gated LSTM.
+
+- ``AttentionPooling``: Raffel & Ellis (2015) eq. 1; thesis 2.1.2 and 2.2.2.
+- ``MeanPooling``: Raffel & Ellis eq. 2, the unweighted baseline.
+- ``scaled_sigmoid``: the gate non-linearity of thesis ch. 3, ``1.2*sigmoid(x) - 0.1``.
+- ``AttentionGatedLSTMCell`` / ``AttentionGatedLSTM``: the LSTM of thesis 2.1.2 whose input gate
+  receives an external attention energy e_t.
+
+All layers are registered under the Keras package name ``thesis_repro`` so that models using them
+save to and load from ``.keras`` files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import keras
+from keras import ops
+
+PACKAGE = "thesis_repro"
+SCALED_SIGMOID_SCALE = 1.2
+SCALED_SIGMOID_SHIFT = 0.1
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+def scaled_sigmoid(x: Any) -> Any:
+    """Gate activation of thesis ch. 3: ``1.2*sigmoid(x) - 0.1``, range (-0.1, 1.1).
+
+    The widened range lets a gate reach exactly 0 or 1 ("to enable gates' saturation").
+    """
+    return SCALED_SIGMOID_SCALE * ops.sigmoid(x) - SCALED_SIGMOID_SHIFT
+
+
+def _get_activation(activation: str | Callable | None) -> Callable:
+    """Resolve an activation name or callable; ``"scaled_sigmoid"`` names the thesis's gate."""
+    if activation == "scaled_sigmoid":
+        return scaled_sigmoid
+    return keras.activations.get(activation)
+
+
+def _serialize_activation(activation: str | Callable | None) -> Any:
+    if activation is None or isinstance(activation, str):
+        return activation
+    return keras.saving.serialize_keras_object(activation)
+
+
+def _deserialize_activation(config: Any) -> Any:
+    if config is None or isinstance(config, str):
+        return config
+    return keras.saving.deserialize_keras_object(config)
+
+
+def _check_rank(shape: tuple, rank: int, what: str, layer: str) -> None:
+    if len(shape) != rank:
+        raise ValueError(
+            f"{layer} expects {what} of rank {rank}, got shape {tuple(shape)} (rank {len(shape)})."
+        )
+
+
+def sequence_mask(
+    steps: int | Any, mask: Any | None = None, lengths: Any | None = None
+) -> Any | None:
+    """Boolean (batch, steps) mask from a Keras mask and/or per-sequence ``lengths``.
+
+    Both may be given; a step is kept only if both keep it. Returns None when neither is given.
+    """
+    if lengths is not None:
+        lengths = ops.convert_to_tensor(lengths)
+        if len(lengths.shape) != 1:
+            raise ValueError(
+                f"lengths must be a vector (batch,), got shape {tuple(lengths.shape)}."
+            )
+        if not isinstance(steps, int) or _is_concrete(lengths):
+            _check_lengths_values(lengths, steps)
+        positions = ops.arange(steps, dtype="int32")
+        from_lengths = ops.less(positions[None, :], ops.cast(lengths, "int32")[:, None])
+        mask = (
+            from_lengths if mask is None else ops.logical_and(ops.cast(mask, "bool"), from_lengths)
+        )
+    elif mask is not None:
+        mask = ops.cast(mask, "bool")
+    return mask
+
+
+def _is_concrete(x: Any) -> bool:
+    try:
+        ops.convert_to_numpy(x)
+    except Exception:  # symbolic tensor inside a traced function
+        return False
+    return True
+
+
+def _check_lengths_values(lengths: Any, steps: int | Any) -> None:
+    if not (_is_concrete(lengths) and isinstance(steps, int)):
+        return
+    values = ops.convert_to_numpy(lengths)
+    if values.size and (values.min() < 0 or values.max() > steps):
+        raise ValueError(
+            f"lengths must lie in [0, {steps}] (the padded sequence length), "
+            f"got values in [{values.min()}, {values.max()}]."
+        )
+
+
+def _check_batch(mask: Any | None, batch: Any, layer: str) -> None:
+    if mask is None or not isinstance(batch, int) or not isinstance(mask.shape[0], int):
+        return
+    if mask.shape[0] != batch:
+        raise ValueError(f"{layer}: mask/lengths cover {mask.shape[0]} sequences, inputs {batch}.")
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class AttentionPooling(keras.layers.Layer):
+    """Feed-forward attention pooling, Raffel & Ellis (2015) eq. 1 (thesis 2.1.2, 2.2.2).
+
+    Over a state sequence ``h`` of shape (batch, T, D)::
+
+        e_t = tanh(w . h_t + b)        # energies (the thesis's "logits of attention layer")
+        alpha = softmax_t(e)           # over the unmasked steps only
+        c = sum_t alpha_t h_t          # context, shape (batch, D)
+
+    Call as ``layer(h)``, ``layer(h, mask=m)`` or ``layer(h, lengths=n)``; padded steps get a weight
+    of exactly zero. With ``return_attention=True`` the layer returns ``(c, alpha, e)``; the
+    energies
+    of padded steps are returned as computed (they carry no weight).
+
+    The softmax subtracts the per-sequence maximum energy, so it cannot overflow for any T.
+    """
+
+    def __init__(
+        self,
+        return_attention: bool = False,
+        energy_activation: str | Callable = "tanh",
+        kernel_initializer: Any = "glorot_uniform",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.return_attention = return_attention
+        self.energy_activation = keras.activations.get(energy_activation)
+        self._energy_activation_config = _serialize_activation(energy_activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape: tuple) -> None:
+        _check_rank(input_shape, 3, "a state sequence (batch, T, D)", "AttentionPooling")
+        self.kernel = self.add_weight(
+            name="kernel", shape=(input_shape[-1], 1), initializer=self.kernel_initializer
+        )
+        self.bias = self.add_weight(name="bias", shape=(1,), initializer=self.bias_initializer)
+
+    def energies(self, h: Any) -> Any:
+        """``e_t = tanh(w . h_t + b)`` for every step: (batch, T, D) -> (batch, T)."""
+        return self.energy_activation(ops.squeeze(ops.matmul(h, self.kernel), -1) + self.bias)
+
+    def call(self, h: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
+        _check_rank(h.shape, 3, "a state sequence (batch, T, D)", "AttentionPooling")
+        keep = sequence_mask(
+            h.shape[1] if h.shape[1] is not None else ops.shape(h)[1], mask, lengths
+        )
+        _check_batch(keep, h.shape[0], "AttentionPooling")
+        e = self.energies(h)
+        alpha = masked_softmax(e, keep)
+        c = ops.einsum("bt,btd->bd", alpha, h)
+        if self.return_attention:
+            return c, alpha, e
+        return c
+
+    def compute_mask(self, inputs: Any, mask: Any | None = None) -> None:
+        return None
+
+    def compute_output_shape(self, input_shape: tuple) -> Any:
+        c_shape = (input_shape[0], input_shape[2])
+        if self.return_attention:
+            return c_shape, tuple(input_shape[:2]), tuple(input_shape[:2])
+        return c_shape
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "return_attention": self.return_attention,
+            "energy_activation": self._energy_activation_config,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> AttentionPooling:
+        config = dict(config)
+        config["energy_activation"] = _deserialize_activation(config["energy_activation"])
+        return cls(**config)
+
+
+def masked_softmax(e: Any, keep: Any | None) -> Any:
+    """Softmax over axis 1 in which steps where ``keep`` is False get exactly zero weight.
+
+    The maximum over kept steps is subtracted first (no overflow at any T); a sequence with no kept
+    step gets all-zero weights rather than NaN.
+    """
+    if keep is None:
+        weights = ops.exp(e - ops.max(e, axis=1, keepdims=True))
+        return weights / ops.sum(weights, axis=1, keepdims=True)
+    very_negative = ops.full_like(e, -1e30)
+    shifted = ops.where(keep, e, very_negative)
+    shifted = shifted - ops.max(shifted, axis=1, keepdims=True)
+    weights = ops.where(keep, ops.exp(shifted), ops.zeros_like(e))
+    total = ops.sum(weights, axis=1, keepdims=True)
+    return weights / ops.maximum(total, ops.cast(1e-30, e.dtype))
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class MeanPooling(keras.layers.Layer):
+    """Unweighted mean over time, Raffel & Ellis (2015) eq. 2: ``c = (1/T) sum_t h_t``.
+
+    Mask- and lengths-aware like ``AttentionPooling``: T counts the unpadded steps only.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def build(self, input_shape: tuple) -> None:
+        _check_rank(input_shape, 3, "a state sequence (batch, T, D)", "MeanPooling")
+
+    def call(self, h: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
+        _check_rank(h.shape, 3, "a state sequence (batch, T, D)", "MeanPooling")
+        keep = sequence_mask(
+            h.shape[1] if h.shape[1] is not None else ops.shape(h)[1], mask, lengths
+        )
+        _check_batch(keep, h.shape[0], "MeanPooling")
+        if keep is None:
+            return ops.mean(h, axis=1)
+        weights = ops.cast(keep, h.dtype)
+        count = ops.maximum(ops.sum(weights, axis=1, keepdims=True), ops.cast(1.0, h.dtype))
+        return ops.einsum("bt,btd->bd", weights / count, h)
+
+    def compute_mask(self, inputs: Any, mask: Any | None = None) -> None:
+        return None
+
+    def compute_output_shape(self, input_shape: tuple) -> tuple:
+        return (input_shape[0], input_shape[2])
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class AttentionGatedLSTMCell(keras.layers.Layer):
+    """LSTM cell of thesis 2.1.2 whose input gate takes an external attention energy e_t.
+
+    With s the gate activation (default ``scaled_sigmoid``, thesis ch. 3)::
+
+        i_t = s(W_xi x_t + W_hi h_{t-1} + b_i + e_t)     # <- the extra e_t
+        f_t = s(W_xf x_t + W_hf h_{t-1} + b_f)
+        g_t = tanh(W_xg x_t + W_hg h_{t-1} + b_g)
+        o_t = s(W_xo x_t + W_ho h_{t-1} + b_o)
+        c_t = f_t * c_{t-1} + i_t * g_t,   h_t = o_t * tanh(c_t)
+
+    Keras 3 RNN cells take one tensor per step, so the cell's per-step input is ``x_t`` with the
+    energy appended as its last feature: ``concat([x_t, e_t[..., None]], -1)``. Weights use the
+    gate order and layout of ``keras.layers.LSTMCell`` (i, f, g, o), so weights copy across.
+    ``AttentionGatedLSTM`` hides the packing behind ``layer([x, energies])``.
+    """
+
+    def __init__(
+        self,
+        units: int,
+        gate_activation: str | Callable = "scaled_sigmoid",
+        activation: str | Callable = "tanh",
+        kernel_initializer: Any = "glorot_uniform",
+        recurrent_initializer: Any = "orthogonal",
+        bias_initializer: Any = "zeros",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if units < 1:
+            raise ValueError(f"units must be a positive integer, got {units}.")
+        self.units = int(units)
+        self._gate_activation_config = _serialize_activation(gate_activation)
+        self._activation_config = _serialize_activation(activation)
+        self.gate_activation = _get_activation(gate_activation)
+        self.activation = _get_activation(activation)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.state_size = [self.units, self.units]
+        self.output_size = self.units
+
+    def build(self, input_shape: tuple) -> None:
+        """``input_shape[-1]`` is the number of input features plus one (the packed energy)."""
+        features = input_shape[-1] - 1
+        if features < 1:
+            raise ValueError(
+                "AttentionGatedLSTMCell expects inputs [x_t, e_t] packed on the last axis "
+                f"(features + 1 >= 2 channels), got {input_shape[-1]}."
+            )
+        self.kernel = self.add_weight(
+            name="kernel", shape=(features, 4 * self.units), initializer=self.kernel_initializer
+        )
+        self.recurrent_kernel = self.add_weight(
+            name="recurrent_kernel",
+            shape=(self.units, 4 * self.units),
+            initializer=self.recurrent_initializer,
+        )
+        self.bias = self.add_weight(
+            name="bias", shape=(4 * self.units,), initializer=self.bias_initializer
+        )
+
+    def project_inputs(self, x: Any, energies: Any) -> Any:
+        """Input part of all four pre-activations: ``x W_x + b`` plus e_t on the input gate.
+
+        Works on one step (batch, F) or a whole sequence (batch, T, F); has no recurrence, so
+        ``AttentionGatedLSTM`` computes it for all steps at once, outside the time loop.
+        """
+        z = ops.matmul(x, self.kernel) + self.bias
+        zero = ops.zeros_like(energies)
+        gate_energy = ops.stack([energies, zero, zero, zero], axis=-1)  # only i_t gets e_t
+        shape = ops.shape(z)
+        z = ops.reshape(z, (*shape[:-1], 4, self.units)) + gate_energy[..., None]
+        return ops.reshape(z, shape)
+
+    def recurrent_step(self, z_x: Any, states: list) -> tuple[Any, list]:
+        """One step given the projected input ``z_x`` (see ``project_inputs``)."""
+        h_prev, c_prev = states
+        z = z_x + ops.matmul(h_prev, self.recurrent_kernel)
+        z_i, z_f, z_g, z_o = ops.split(z, 4, axis=-1)
+        i = self.gate_activation(z_i)
+        f = self.gate_activation(z_f)
+        g = self.activation(z_g)
+        o = self.gate_activation(z_o)
+        c = f * c_prev + i * g
+        h = o * self.activation(c)
+        return h, [h, c]
+
+    def call(self, inputs: Any, states: list, training: bool | None = None) -> tuple[Any, list]:
+        x, energies = inputs[..., :-1], inputs[..., -1]
+        return self.recurrent_step(self.project_inputs(x, energies), states)
+
+    def get_initial_state(self, batch_size: Any = None) -> list:
+        return [ops.zeros((batch_size, self.units), dtype=self.compute_dtype) for _ in range(2)]
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "units": self.units,
+            "gate_activation": self._gate_activation_config,
+            "activation": self._activation_config,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+            "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+        }
+
+    @classmethod
+    def from_config(cls, config: dict) -> AttentionGatedLSTMCell:
+        config = dict(config)
+        for key in ("gate_activation", "activation"):
+            config[key] = _deserialize_activation(config[key])
+        return cls(**config)
+
+
+class _ProjectedStep(keras.layers.Layer):
+    """RNN step over pre-projected inputs: the recurrent half of an ``AttentionGatedLSTMCell``."""
+
+    def __init__(self, cell: AttentionGatedLSTMCell, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cell = cell
+        self.state_size = cell.state_size
+        self.output_size = cell.output_size
+
+    def build(self, input_shape: tuple) -> None:
+        pass
+
+    def call(self, z_x: Any, states: list, training: bool | None = None) -> tuple[Any, list]:
+        return self.cell.recurrent_step(z_x, states)
+
+    def get_initial_state(self, batch_size: Any = None) -> list:
+        return self.cell.get_initial_state(batch_size)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "cell": self.cell.get_config()}
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class AttentionGatedLSTM(keras.layers.RNN):
+    """Sequence layer of ``AttentionGatedLSTMCell``, called as ``layer([x, energies])``.
+
+    ``x``: (batch, T, F); ``energies``: (batch, T) or (batch, T, 1), e.g. the ``e`` returned by
+    ``AttentionPooling(return_attention=True)``. Honours a Keras mask on ``x`` (masked steps keep
+    the previous state), or ``lengths=``. The input projection ``x W_x + b + e`` is computed for
+    all steps before the time loop (thesis 2.1.2 equations, reordered); only ``h W_h`` is left
+    inside it.
+    """
+
+    def __init__(
+        self,
+        units: int,
+        gate_activation: str | Callable = "scaled_sigmoid",
+        activation: str | Callable = "tanh",
+        kernel_initializer: Any = "glorot_uniform",
+        recurrent_initializer: Any = "orthogonal",
+        bias_initializer: Any = "zeros",
+        return_sequences: bool = False,
+        return_state: bool = False,
+        go_backwards: bool = False,
+        unroll: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.pop("cell", None)
+        self.lstm_cell = AttentionGatedLSTMCell(
+            units,
+            gate_activation=gate_activation,
+            activation=activation,
+            kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer,
+            bias_initializer=bias_initializer,
+            name="cell",
+        )
+        super().__init__(
+            _ProjectedStep(self.lstm_cell),
+            return_sequences=return_sequences,
+            return_state=return_state,
+            go_backwards=go_backwards,
+            unroll=unroll,
+            **kwargs,
+        )
+        self.units = self.lstm_cell.units
+        self.supports_masking = True
+
+    @staticmethod
+    def _split_inputs(inputs: Any) -> tuple[Any, Any]:
+        if not isinstance(inputs, list | tuple) or len(inputs) != 2:
+            raise ValueError(
+                "AttentionGatedLSTM is called as layer([x, energies]) with x of shape "
+                "(batch, T, features) and energies of shape (batch, T)."
+            )
+        return inputs[0], inputs[1]
+
+    @staticmethod
+    def _check_shapes(x_shape: tuple, e_shape: tuple) -> None:
+        _check_rank(x_shape, 3, "x of shape (batch, T, features)", "AttentionGatedLSTM")
+        if len(e_shape) == 3 and e_shape[-1] == 1:
+            e_shape = e_shape[:2]
+        _check_rank(e_shape, 2, "energies of shape (batch, T)", "AttentionGatedLSTM")
+        for axis, name in ((0, "batch size"), (1, "length T")):
+            a, b = x_shape[axis], e_shape[axis]
+            if a is not None and b is not None and a != b:
+                raise ValueError(
+                    f"AttentionGatedLSTM: x and energies differ in {name}: {a} vs {b}."
+                )
+
+    def build(self, input_shape: Any) -> None:
+        x_shape, e_shape = self._split_inputs(input_shape)
+        self._check_shapes(tuple(x_shape), tuple(e_shape))
+        self.lstm_cell.build((*x_shape[:-1], x_shape[-1] + 1))
+        super().build((*x_shape[:-1], 4 * self.units))
+
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        x_shape, _ = self._split_inputs(input_shape)
+        return super().compute_output_shape(tuple(x_shape))
+
+    def compute_mask(self, inputs: Any, mask: Any | None = None) -> Any:
+        if isinstance(mask, list | tuple):
+            mask = mask[0]
+        return super().compute_mask(inputs[0], mask)
+
+    def call(
+        self,
+        inputs: Any,
+        initial_state: Any = None,
+        mask: Any | None = None,
+        training: bool | None = None,
+        lengths: Any | None = None,
+    ) -> Any:
+        x, energies = self._split_inputs(inputs)
+        energies = ops.convert_to_tensor(energies, dtype=x.dtype)
+        self._check_shapes(tuple(x.shape), tuple(energies.shape))
+        if len(energies.shape) == 3:
+            energies = ops.squeeze(energies, -1)
+        if isinstance(mask, list | tuple):
+            mask = mask[0]
+        mask = sequence_mask(
+            x.shape[1] if x.shape[1] is not None else ops.shape(x)[1], mask, lengths
+        )
+        z_x = self.lstm_cell.project_inputs(x, energies)
+        return super().call(z_x, initial_state=initial_state, mask=mask, training=training)
+
+    def get_config(self) -> dict:
+        config = keras.layers.Layer.get_config(self)  # RNN's own would serialize the step
+        config.update(
+            return_sequences=self.return_sequences,
+            return_state=self.return_state,
+            go_backwards=self.go_backwards,
+            unroll=self.unroll,
+        )
+        cell_config = self.lstm_cell.get_config()
+        for key in (
+            "units",
+            "gate_activation",
+            "activation",
+            "kernel_initializer",
+            "recurrent_initializer",
+            "bias_initializer",
+        ):
+            config[key] = cell_config[key]
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict) -> AttentionGatedLSTM:
+        config = dict(config)
+        for key in ("gate_activation", "activation"):
+            config[key] = _deserialize_activation(config[key])
+        return cls(**config)
+
+
+__all__ = [
+    "AttentionGatedLSTM",
+    "AttentionGatedLSTMCell",
+    "AttentionPooling",
+    "MeanPooling",
+    "masked_softmax",
+    "scaled_sigmoid",
+    "sequence_mask",
+]
