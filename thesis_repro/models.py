@@ -1,0 +1,67 @@
+"""Model builders: the Raffel & Ellis attention network and its variants.
+
+Each builder cites the section it implements. Initialisation follows the papers: weights drawn
+from N(0, 1/sqrt(fan_in)) (Raffel & Ellis 2.1), biases zero.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import keras
+
+from thesis_repro.layers import AttentionPooling, MeanPooling
+
+Pooling = Literal["attention", "mean"]
+LEAKY_SLOPE = 0.01
+
+
+def normal_fan_in(fan_in: int, seed: int | None = None) -> keras.initializers.Initializer:
+    """N(0, 1/sqrt(fan_in)): Raffel & Ellis 2.1 ("for W in R^{M x N}, std 1/sqrt(N)")."""
+    return keras.initializers.RandomNormal(0.0, 1.0 / float(fan_in) ** 0.5, seed=seed)
+
+
+def leaky_relu(x: keras.KerasTensor) -> keras.KerasTensor:
+    """f(x) = max(x, 0.01 x), the non-linearity of Raffel & Ellis 2.1 and thesis 2.1."""
+    return keras.activations.leaky_relu(x, negative_slope=LEAKY_SLOPE)
+
+
+def raffel_model(
+    features: int = 2,
+    hidden: int = 100,
+    pooling: Pooling = "attention",
+    classes: int | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+) -> keras.Model:
+    """Raffel & Ellis 2.1 feed-forward attention network (thesis 2.1.2 "Attention mechanism").
+
+    ``h_t = f(W_xh x_t + b)``; ``c`` = attention (eq. 1) or mean (eq. 2) pooling of h over the
+    sequence's true length; ``s = f(W_cs c + b)``; ``y = f(W_sy s + b)`` with f the leaky ReLU
+    everywhere, the output included. With ``classes`` the output is a softmax over that many
+    classes instead (the temporal-order task). Inputs: ``x`` (batch, T, features) and
+    ``lengths`` (batch,).
+    """
+    if pooling not in ("attention", "mean"):
+        raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}.")
+    seeds = iter(range(0 if seed is None else seed * 10, 10**9))
+
+    def init(fan_in: int) -> keras.initializers.Initializer:
+        return normal_fan_in(fan_in, None if seed is None else next(seeds))
+
+    x = keras.Input((None, features), name="x")
+    lengths = keras.Input((), dtype="int32", name="lengths")
+    h = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(features), name="h")(x)
+    if pooling == "attention":
+        c = AttentionPooling(kernel_initializer=init(hidden), name="attention")(h, lengths=lengths)
+    else:
+        c = MeanPooling(name="mean")(h, lengths=lengths)
+    s = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(hidden), name="s")(c)
+    if classes is None:
+        y = keras.layers.Dense(1, leaky_relu, kernel_initializer=init(hidden), name="y")(s)
+        y = keras.layers.Reshape((), name="prediction")(y)
+    else:
+        y = keras.layers.Dense(
+            classes, "softmax", kernel_initializer=init(hidden), name="prediction"
+        )(s)
+    return keras.Model({"x": x, "lengths": lengths}, y, name=name or f"raffel_{pooling}")

@@ -1,0 +1,149 @@
+"""One JSON record per run: written atomically after every epoch, read back for tables and figures.
+
+A record is a dict with ``config`` (what was run), ``command`` (how), ``epochs`` (one entry per
+finished epoch, keyed by its index), ``summary`` (filled when the run finishes), ``finished``,
+``versions`` and ``hardware``. A finished record means the run is never repeated; an unfinished
+one is continued from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(os.environ.get("THESIS_REPRO_RESULTS", "results"))
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(obj, handle, indent=1, sort_keys=False, default=_json_default)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # NumPy scalars
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries a result depends on."""
+    versions = {"python": sys.version.split()[0]}
+    for name in ("numpy", "tensorflow", "keras", "matplotlib"):
+        try:
+            module = __import__(name)
+            versions[name] = getattr(module, "__version__", "?")
+        except ImportError:
+            continue
+    return versions
+
+
+def hardware() -> dict[str, Any]:
+    """What machine produced a result."""
+    return {
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "system": platform.platform(),
+    }
+
+
+def command_line() -> str:
+    """The command that is running, as a user would type it."""
+    argv = list(sys.argv)
+    if argv and argv[0].endswith(".py") and "thesis_repro" in argv[0]:
+        module = Path(argv[0]).with_suffix("").name
+        argv = ["python", "-m", f"thesis_repro.{module}", *argv[1:]]
+    return " ".join(argv)
+
+
+class RunRecord:
+    """The JSON record of one run at ``path``; ``start`` creates or reopens it."""
+
+    def __init__(self, path: str | os.PathLike, config: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.config = config
+        self.data: dict[str, Any] = {}
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.data.get("finished"))
+
+    def start(self, command: str | None = None) -> RunRecord:
+        """Open the record, keeping the epochs of an interrupted run with the same config."""
+        existing = load_record(self.path)
+        if existing is not None and existing.get("config") != self.config:
+            raise ValueError(
+                f"{self.path} holds a run with a different config; delete it or choose "
+                "another output directory."
+            )
+        self.data = existing or {
+            "config": self.config,
+            "command": command or command_line(),
+            "epochs": [],
+            "summary": {},
+            "finished": False,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "wall_seconds": 0.0,
+        }
+        self.data["versions"] = library_versions()
+        self.data["hardware"] = hardware()
+        return self
+
+    def completed_epochs(self) -> int:
+        return len(self.data.get("epochs", []))
+
+    def log_epoch(self, epoch: int, values: dict[str, Any], seconds: float) -> None:
+        """Store epoch ``epoch`` (0-based; re-logging an epoch replaces it and drops later ones)."""
+        epochs = self.data["epochs"][:epoch]
+        epochs.append({"epoch": epoch + 1, **values})
+        self.data["epochs"] = epochs
+        self.data["wall_seconds"] = float(self.data.get("wall_seconds", 0.0)) + seconds
+        self.save()
+
+    def finish(self, **summary: Any) -> None:
+        self.data["summary"] = summary
+        self.data["finished"] = True
+        self.data["ended"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.save()
+
+    def save(self) -> None:
+        write_json_atomic(self.path, self.data)
+
+
+def load_record(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The record at ``path``, or None if there is none."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def load_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every record under ``directory`` (recursively), sorted by file name."""
+    directory = Path(directory)
+    records = []
+    for path in sorted(directory.rglob("*.json")):
+        record = load_record(path)
+        if record is not None and "config" in record:
+            record["path"] = str(path)
+            records.append(record)
+    return records

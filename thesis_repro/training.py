@@ -1,0 +1,113 @@
+"""What every experiment shares: seeding, fresh-data streams, and epoch-wise checkpoint/resume.
+
+A run trains with ``model.fit`` on an endless stream of freshly generated minibatches. After each
+epoch the :class:`EpochCheckpoint` callback scores the model, saves a ``.keras`` checkpoint
+(weights and optimizer state) atomically, then logs the epoch in the run's JSON record. A killed
+run therefore loses at most the epoch in progress; :func:`resume` reopens the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from thesis_repro.records import RunRecord
+
+BatchFn = Callable[[np.random.Generator], tuple[Any, Any]]
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and the backend (Keras's one switch)."""
+    keras.utils.set_random_seed(int(seed))
+
+
+def fresh_batches(make_batch: BatchFn, seed: int, start_step: int = 0) -> Iterator[tuple]:
+    """Endless stream of minibatches; batch ``k`` depends only on ``(seed, k)``.
+
+    A resumed run starts at ``start_step`` and sees exactly the batches it would have seen.
+    """
+    step = start_step
+    while True:
+        yield make_batch(np.random.default_rng([int(seed), 7919, step]))
+        step += 1
+
+
+def checkpoint_path(record: RunRecord, epoch: int) -> Path:
+    """Where the checkpoint after ``epoch`` epochs of ``record``'s run lives."""
+    return record.path.parent / "checkpoints" / f"{record.path.stem}-epoch{epoch}.keras"
+
+
+def resume(record: RunRecord, build: Callable[[], keras.Model]) -> tuple[keras.Model, int]:
+    """The model to train and the number of epochs already done.
+
+    Loads the checkpoint of the record's last logged epoch when there is one, else builds afresh
+    (an epoch logged without its checkpoint is dropped and trained again).
+    """
+    done = record.completed_epochs()
+    while done > 0:
+        path = checkpoint_path(record, done)
+        if path.exists():
+            return keras.saving.load_model(path), done
+        done -= 1
+    record.data["epochs"] = []
+    return build(), 0
+
+
+class EpochCheckpoint(keras.callbacks.Callback):
+    """Score, checkpoint and record after every epoch; stop when ``should_stop(scores)``.
+
+    ``evaluate(model) -> dict`` computes the held-out scores logged beside Keras's training logs.
+    """
+
+    def __init__(
+        self,
+        record: RunRecord,
+        evaluate: Callable[[keras.Model], dict[str, float]],
+        should_stop: Callable[[dict[str, float]], bool] | None = None,
+        keep_checkpoints: bool = False,
+    ) -> None:
+        super().__init__()
+        self.record = record
+        self.evaluate = evaluate
+        self.should_stop = should_stop
+        self.keep_checkpoints = keep_checkpoints
+        self._epoch_start = time.time()
+        self.stopped_early = False
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch_start = time.time()
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        scores = {f"train_{k}": float(v) for k, v in (logs or {}).items()}
+        scores.update(self.evaluate(self.model))
+        path = checkpoint_path(self.record, epoch + 1)
+        save_model_atomic(self.model, path)
+        self.record.log_epoch(epoch, scores, seconds=time.time() - self._epoch_start)
+        if not self.keep_checkpoints:
+            for older in path.parent.glob(f"{self.record.path.stem}-epoch*.keras"):
+                if older != path:
+                    older.unlink(missing_ok=True)
+        if self.should_stop is not None and self.should_stop(scores):
+            self.stopped_early = True
+            self.model.stop_training = True
+
+
+def save_model_atomic(model: keras.Model, path: Path) -> None:
+    """``model.save`` to a temporary name, then rename: a kill never leaves a broken file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.keras")
+    model.save(tmp)
+    os.replace(tmp, path)
+
+
+def remove_checkpoints(record: RunRecord) -> None:
+    """Delete a finished run's checkpoints (the record keeps the results)."""
+    folder = checkpoint_path(record, 0).parent
+    for path in folder.glob(f"{record.path.stem}-epoch*.keras"):
+        path.unlink(missing_ok=True)
