@@ -21,7 +21,7 @@ RESULTS_DIR = Path(os.environ.get("THESIS_REPRO_RESULTS", "results"))
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` via a temporary file and ``os.replace`` (never half-written)."""
+    """Write ``obj`` as JSON to ``path`` via a temp file and ``os.replace`` (never half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
