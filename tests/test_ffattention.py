@@ -1,0 +1,140 @@
+"""The Raffel & Ellis experiment runner: model equations, records, resume, outputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import reference as ref
+from thesis_repro import ffattention, tasks, training
+from thesis_repro.models import raffel_model
+
+
+def leaky(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.01 * x)
+
+
+def test_raffel_model_matches_section_2_1(rng):
+    model = raffel_model(hidden=8, pooling="attention", seed=3)
+    batch = tasks.raffel_addition(rng, 4, 20)
+    out = np.asarray(model({"x": batch.x, "lengths": batch.lengths}))
+    w = {layer.name: [v.numpy() for v in layer.weights] for layer in model.layers}
+    for row, length in enumerate(batch.lengths):
+        h = leaky(batch.x[row, :length] @ w["h"][0] + w["h"][1])
+        c, _, _ = ref.attention_pool(h, w["attention"][0], w["attention"][1][0])
+        s = leaky(c @ w["s"][0] + w["s"][1])
+        y = leaky(s @ w["y"][0] + w["y"][1])[0]
+        np.testing.assert_allclose(out[row], y, rtol=1e-4, atol=1e-5)
+
+
+def test_raffel_model_initialisation_follows_fan_in():
+    model = raffel_model(hidden=100, seed=0)
+    s_kernel = model.get_layer("s").kernel.numpy()
+    assert s_kernel.std() == pytest.approx(1 / np.sqrt(100), rel=0.05)
+    assert np.all(model.get_layer("s").bias.numpy() == 0)
+    with pytest.raises(ValueError, match="pooling"):
+        raffel_model(pooling="max")  # type: ignore[arg-type]
+
+
+def test_mean_pooling_model_ignores_padding(rng):
+    model = raffel_model(hidden=6, pooling="mean", seed=1)
+    batch = tasks.raffel_multiplication(rng, 3, 30, pad_to=60)
+    out = np.asarray(model({"x": batch.x, "lengths": batch.lengths}))
+    for row, length in enumerate(batch.lengths):
+        alone = model(
+            {"x": batch.x[row : row + 1, :length], "lengths": batch.lengths[row : row + 1]}
+        )
+        np.testing.assert_allclose(out[row], np.asarray(alone)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
+    results, figures = tmp_path / "results", tmp_path / "figures"
+    ffattention.run_grid("smoke", results, verbose=0)
+    records = sorted((results / "ffattention").rglob("*.json"))
+    expected = len(ffattention.preset_runs(ffattention.PRESETS["smoke"]))
+    assert len(records) == expected
+    first = json.loads(records[0].read_text())
+    assert first["finished"] and first["epochs"] and "tensorflow" in first["versions"]
+    assert not list((results / "ffattention").rglob("*.keras")), "checkpoints are removed"
+
+    # A finished run is skipped: its record is not touched again.
+    stamp = records[0].stat().st_mtime_ns
+    ffattention.run_grid("smoke", results, verbose=0)
+    assert records[0].stat().st_mtime_ns == stamp
+
+    table = ffattention.report(results, figures)
+    assert "addition, attention" in table and "Temporal order" in table
+    assert (figures / "ffattention_accuracy.pdf").stat().st_size > 1000
+
+
+def test_interrupted_run_resumes_from_checkpoint(tmp_path, monkeypatch):
+    config = ffattention.RunConfig(
+        "table1",
+        "addition",
+        20,
+        "attention",
+        3e-3,
+        seed=5,
+        max_epochs=3,
+        steps_per_epoch=5,
+        test_size=50,
+    )
+    original = training.EpochCheckpoint.on_epoch_end
+
+    def crash_after_first_epoch(self, epoch, logs=None):
+        original(self, epoch, logs)
+        raise KeyboardInterrupt  # as if killed right after the epoch-1 checkpoint
+
+    monkeypatch.setattr(training.EpochCheckpoint, "on_epoch_end", crash_after_first_epoch)
+    with pytest.raises(KeyboardInterrupt):
+        ffattention.run(config, tmp_path / "interrupted", verbose=0)
+    monkeypatch.undo()
+    path = ffattention.record_path(config, tmp_path / "interrupted")
+    partial = json.loads(path.read_text())
+    assert not partial["finished"] and len(partial["epochs"]) == 1
+
+    resumed = ffattention.run(config, tmp_path / "interrupted", verbose=0)
+    straight = ffattention.run(config, tmp_path / "straight", verbose=0)
+    assert resumed["finished"] and resumed["epochs"][0] == partial["epochs"][0]
+    assert len(resumed["epochs"]) == len(straight["epochs"]) == 3
+    # Same data stream and restored optimizer state: the resumed run retraces the straight one.
+    for a, b in zip(resumed["epochs"], straight["epochs"], strict=True):
+        assert a["test_loss"] == pytest.approx(b["test_loss"], rel=1e-4)
+
+
+def test_temporal_order_evaluation_reports_every_class(rng):
+    config = ffattention.RunConfig(
+        "temporal_order", "temporal_order", 30, "attention", 1e-3, test_size=200
+    )
+    model = raffel_model(features=6, classes=4, seed=0)
+    scores = ffattention.evaluate(model, ffattention.test_set(config), classification=True)
+    assert set(scores) >= {f"test_accuracy_{name}" for name in tasks.TEMPORAL_ORDER_CLASSES}
+    assert 0.0 <= scores["test_accuracy"] <= 1.0
+
+
+def test_best_learning_rate_prefers_fewest_epochs():
+    def record(lr: float, accuracies: list[float]) -> dict:
+        epochs = [{"epoch": i + 1, "test_accuracy": a} for i, a in enumerate(accuracies)]
+        return {
+            "config": {"learning_rate": lr},
+            "summary": ffattention.summarize(epochs),
+            "epochs": epochs,
+        }
+
+    slow, fast, unsolved = record(1e-3, [0.5, 1.0]), record(3e-3, [1.0]), record(1e-2, [0.99])
+    assert ffattention._best_over_learning_rates([slow, unsolved, fast]) is fast
+    assert ffattention._best_over_learning_rates([unsolved]) is unsolved
+
+
+def test_raffel_model_checkpoint_roundtrip_keeps_the_leaky_slope(rng, tmp_path):
+    """Keras's own ``leaky_relu`` has slope 0.2: a checkpoint must load back ours (0.01)."""
+    import keras
+
+    model = raffel_model(hidden=8, seed=2)
+    batch = tasks.raffel_addition(rng, 5, 20)
+    inputs = {"x": batch.x, "lengths": batch.lengths}
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    np.testing.assert_array_equal(np.asarray(model(inputs)), np.asarray(loaded(inputs)))
