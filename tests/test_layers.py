@@ -12,6 +12,7 @@ from thesis_repro.layers import (
     AttentionGatedLSTM,
     AttentionGatedLSTMCell,
     AttentionPooling,
+    ChunkedFeedForwardPooling,
     MeanPooling,
     scaled_sigmoid,
 )
@@ -287,3 +288,59 @@ def test_keras_file_roundtrip_of_every_layer(rng, tmp_path):
         np.testing.assert_array_equal(np.asarray(before), np.asarray(after))
     lstm = next(layer for layer in loaded.layers if isinstance(layer, AttentionGatedLSTM))
     assert lstm.lstm_cell.gate_activation is scaled_sigmoid
+
+
+# --- fused chunked feed-forward pooling -----------------------------------------------------
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+def test_chunked_pooling_matches_equations_and_unfused_gradients(rng, pooling):
+    lengths = [37, 20, 5, 30]
+    x = padded_batch(rng, lengths, features=2) - 0.5  # both signs: both leaky-ReLU branches
+    fused = ChunkedFeedForwardPooling(6, pooling=pooling, chunk_size=8)
+    fused(x, lengths=np.array(lengths))
+    randomize_weights(fused, rng)
+    kernel, bias, w, b = (v.numpy() for v in fused.weights)
+    out = np.asarray(fused(x, lengths=np.array(lengths)))
+    for row, length in enumerate(lengths):
+        a = x[row, :length].astype(np.float64) @ kernel + bias
+        h = np.maximum(a, 0.01 * a)
+        expected = (
+            ref.attention_pool(h, w, float(b))[0] if pooling == "attention" else (ref.mean_pool(h))
+        )
+        np.testing.assert_allclose(out[row], expected, atol=ATOL)
+
+    # Gradients equal those of the unfused composition Dense -> pooling layer.
+    dense = keras.layers.Dense(6, lambda t: keras.activations.leaky_relu(t, 0.01))
+    pool = AttentionPooling() if pooling == "attention" else MeanPooling()
+    pool(dense(x), lengths=np.array(lengths))
+    dense.kernel.assign(kernel)
+    dense.bias.assign(bias)
+    if pooling == "attention":
+        pool.kernel.assign(w[:, None])
+        pool.bias.assign(np.float32([b]))
+    x_t = tf.constant(x)
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(x_t)
+        fused_loss = tf.reduce_sum(tf.sin(fused(x_t, lengths=np.array(lengths))))
+        plain_loss = tf.reduce_sum(tf.sin(pool(dense(x_t), lengths=np.array(lengths))))
+    fused_grads = tape.gradient(fused_loss, [x_t, *fused.weights])
+    plain_grads = tape.gradient(plain_loss, [x_t, dense.kernel, dense.bias, *pool.weights])
+    for ours, theirs in zip(fused_grads, plain_grads, strict=False):
+        np.testing.assert_allclose(np.ravel(ours), np.ravel(theirs), atol=1e-5)
+
+
+def test_chunked_pooling_saves_and_rejects_bad_input(rng, tmp_path):
+    x_in, n_in = keras.Input((None, 2)), keras.Input((), dtype="int32")
+    model = keras.Model(
+        [x_in, n_in], ChunkedFeedForwardPooling(4, chunk_size=3)(x_in, lengths=n_in)
+    )
+    randomize_weights(model, rng)
+    x, n = padded_batch(rng, [7, 4], features=2), np.array([7, 4], "int32")
+    np.testing.assert_array_equal(
+        np.asarray(model([x, n])), np.asarray(roundtrip(model, tmp_path)([x, n]))
+    )
+    with pytest.raises(ValueError, match="pooling"):
+        ChunkedFeedForwardPooling(4, pooling="max")
+    with pytest.raises(ValueError, match="rank 3"):
+        ChunkedFeedForwardPooling(4)(np.zeros((2, 5), "float32"))

@@ -8,7 +8,8 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
 - Task: Hochreiter/Raffel addition or multiplication, lengths uniform in [T0, 1.1 T0]
   (``thesis_repro.tasks``); a prediction is correct when |error| < 0.04.
 - Model: ``thesis_repro.models.raffel_model`` (D = 100, leaky ReLU, attention or mean pooling
-  over each sequence's true length: the padding is masked).
+  over each sequence's true length: the padding is masked). From T0 = 2000 on, the same function
+  is computed by the fused chunked implementation (``chunked=True``; the record says which).
 - Protocol: Adam (0.9, 0.999), squared error, minibatches of 100 fresh sequences, an epoch is
   1000 updates, a fixed held-out test set of 1000 sequences scored after every epoch, stop at
   100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell.
@@ -43,6 +44,8 @@ LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 PAPER_T0S = (50, 100, 500, 1000, 5000, 10000)
 VARIABLE_MIN, VARIABLE_MAX = 50, 10000
 PAD_MULTIPLE = 512
+# From this padded length on, the fused chunked implementation is faster (bench_ffattention.py).
+CHUNKED_FROM_LENGTH = 2000
 
 # Raffel & Ellis Table 1: epochs to 100% test accuracy (int) or accuracy after 100 epochs (float).
 PAPER_TABLE1: dict[tuple[str, str], dict[int, int | float]] = {
@@ -318,6 +321,9 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
             print(f"[skip] {config.name}: finished ({record.path})")
         return record.data
     classification = config.experiment == "temporal_order"
+    longest = config.max_length if config.experiment == "variable" else config.t0
+    chunked = longest >= CHUNKED_FROM_LENGTH
+    record.data["implementation"] = "chunked" if chunked else "layers"
     set_seed(config.seed)
 
     def build() -> keras.Model:
@@ -326,6 +332,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
             pooling=config.pooling,  # type: ignore[arg-type]
             classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
             seed=config.seed,
+            chunked=chunked,
         )
         model.compile(
             optimizer=keras.optimizers.Adam(config.learning_rate, beta_1=0.9, beta_2=0.999),

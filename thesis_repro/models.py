@@ -10,7 +10,7 @@ from typing import Literal
 
 import keras
 
-from thesis_repro.layers import PACKAGE, AttentionPooling, MeanPooling
+from thesis_repro.layers import PACKAGE, AttentionPooling, ChunkedFeedForwardPooling, MeanPooling
 
 Pooling = Literal["attention", "mean"]
 LEAKY_SLOPE = 0.01
@@ -38,6 +38,8 @@ def raffel_model(
     classes: int | None = None,
     seed: int | None = None,
     name: str | None = None,
+    chunked: bool = False,
+    chunk_size: int = 512,
 ) -> keras.Model:
     """Raffel & Ellis 2.1 feed-forward attention network (thesis 2.1.2 "Attention mechanism").
 
@@ -46,6 +48,10 @@ def raffel_model(
     everywhere, the output included. With ``classes`` the output is a softmax over that many
     classes instead (the temporal-order task). Inputs: ``x`` (batch, T, features) and
     ``lengths`` (batch,).
+
+    ``chunked=True`` computes h and the pooling with the fused ``ChunkedFeedForwardPooling``
+    (same function, same initialisation; memory independent of T, several times faster at long
+    T; see ``benchmarks/bench_ffattention.py``). Its weights live in one layer named "pool".
     """
     if pooling not in ("attention", "mean"):
         raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}.")
@@ -56,11 +62,18 @@ def raffel_model(
 
     x = keras.Input((None, features), name="x")
     lengths = keras.Input((), dtype="int32", name="lengths")
-    h = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(features), name="h")(x)
-    if pooling == "attention":
-        c = AttentionPooling(kernel_initializer=init(hidden), name="attention")(h, lengths=lengths)
+    if chunked:
+        c = ChunkedFeedForwardPooling(
+            hidden,
+            pooling=pooling,
+            negative_slope=LEAKY_SLOPE,
+            chunk_size=chunk_size,
+            kernel_initializer=init(features),
+            attention_initializer=init(hidden),
+            name="pool",
+        )(x, lengths=lengths)
     else:
-        c = MeanPooling(name="mean")(h, lengths=lengths)
+        c = _unfused_pooling(x, lengths, hidden, pooling, init)
     s = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(hidden), name="s")(c)
     if classes is None:
         y = keras.layers.Dense(1, leaky_relu, kernel_initializer=init(hidden), name="y")(s)
@@ -70,3 +83,13 @@ def raffel_model(
             classes, "softmax", kernel_initializer=init(hidden), name="prediction"
         )(s)
     return keras.Model({"x": x, "lengths": lengths}, y, name=name or f"raffel_{pooling}")
+
+
+def _unfused_pooling(x, lengths, hidden: int, pooling: Pooling, init) -> keras.KerasTensor:
+    """``h = f(W_xh x + b)`` as a Dense layer "h", then the pooling layer of eq. 1 or eq. 2."""
+    h = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(x.shape[-1]), name="h")(x)
+    if pooling == "attention":
+        return AttentionPooling(kernel_initializer=init(hidden), name="attention")(
+            h, lengths=lengths
+        )
+    return MeanPooling(name="mean")(h, lengths=lengths)

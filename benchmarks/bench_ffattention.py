@@ -1,0 +1,108 @@
+"""Speed and memory of one Raffel & Ellis training step (batch 100, D = 100, Adam).
+
+    python benchmarks/bench_ffattention.py [--t0 1000 10000] [--steps 10]
+
+Measures ms per training step and the process's peak resident memory for
+
+- ``reference``: the straightforward Keras model (Dense "h" + ``AttentionPooling``), eager graph
+  without XLA — what a user would write first;
+- ``reference+xla``: the same model compiled with XLA (``jit_compile=True``);
+- ``chunked+xla``: ``raffel_model(chunked=True)``: h and the pooling fused in chunks of 512
+  steps with a recomputing gradient (``layers.ChunkedFeedForwardPooling``), XLA-compiled — what
+  ``python -m thesis_repro.ffattention`` uses for T0 >= 1000.
+
+Each configuration runs in its own process so that peak memory is its own. Sequences have
+lengths in [T0, 1.1 T0] (padded to 1.1 T0), as in the experiment. The epoch time is 1000 steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+CONFIGS = {
+    "reference": dict(chunked=False, jit=False),
+    "reference+xla": dict(chunked=False, jit=True),
+    "chunked+xla": dict(chunked=True, jit=True),
+}
+
+
+def measure(name: str, t0: int, steps: int) -> dict:
+    """One configuration, in this process: ms/step and peak RSS."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import keras
+    import numpy as np
+
+    from thesis_repro import tasks
+    from thesis_repro.models import raffel_model
+
+    config = CONFIGS[name]
+    low, high = tasks.raffel_length_range(t0)
+    batch = tasks.raffel_addition(np.random.default_rng(0), 100, low, high)
+    inputs = {"x": batch.x, "lengths": batch.lengths}
+    model = raffel_model(seed=0, chunked=config["chunked"])
+    model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=config["jit"])
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(3):  # compile and warm up
+        model.train_on_batch(inputs, batch.y)
+    start = time.perf_counter()
+    for _ in range(steps):
+        model.train_on_batch(inputs, batch.y)
+    ms = 1000 * (time.perf_counter() - start) / steps
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {
+        "config": name,
+        "t0": t0,
+        "padded_T": int(batch.x.shape[1]),
+        "ms_per_step": ms,
+        "epoch_minutes": ms * 1000 / 60000,
+        "peak_rss_mb": peak / 1024,
+        "rss_growth_during_training_mb": (peak - rss_before) / 1024,
+        "input_mb": batch.x.nbytes / 2**20,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--t0", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
+    parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    parser.add_argument("--one", nargs=2, metavar=("CONFIG", "T0"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(measure(args.one[0], int(args.one[1]), args.steps)))
+        return
+    rows = []
+    for t0 in args.t0:
+        for name in args.configs:
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", name, str(t0), "--steps", str(args.steps)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(
+                f"T0={t0:>6} {name:<14} {r['ms_per_step']:8.1f} ms/step  "
+                f"epoch {r['epoch_minutes']:5.2f} min  peak RSS {r['peak_rss_mb']:7.0f} MB  "
+                f"(+{r['rss_growth_during_training_mb']:.0f} MB in training; input "
+                f"{r['input_mb']:.1f} MB)",
+                flush=True,
+            )
+    print("\nspeed-up over the reference (same run):")
+    for t0 in args.t0:
+        base = next(r for r in rows if r["t0"] == t0 and r["config"] == "reference")
+        for r in rows:
+            if r["t0"] == t0 and r["config"] != "reference":
+                print(f"  T0={t0}: {r['config']}: x{base['ms_per_step'] / r['ms_per_step']:.2f}")
+    print(f"load average during the run: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
