@@ -1,4 +1,4 @@
-"""What every experiment shares: seeding, fresh-data streams, and epoch-wise checkpoint/resume.
+"""What every experiment shares: seeding, fresh-data streams, schedules, checkpoint/resume.
 
 A run trains with ``model.fit`` on an endless stream of freshly generated minibatches. After each
 epoch the :class:`EpochCheckpoint` callback scores the model, saves a ``.keras`` checkpoint
@@ -36,6 +36,18 @@ def fresh_batches(make_batch: BatchFn, seed: int, start_step: int = 0) -> Iterat
     while True:
         yield make_batch(np.random.default_rng([int(seed), 7919, step]))
         step += 1
+
+
+def inverse_time_schedule(eps0: float, decay: float) -> keras.optimizers.schedules.InverseTimeDecay:
+    """Learning rate ``eps_i = eps0 / (1 + decay * i)``, ``i`` the 0-based update index.
+
+    Thesis 3.2.2: ``eps0 = 0.2, decay = 1e-8``; "further tests": ``eps0 = 0.15, decay = 1e-5``.
+    Keras's built-in ``InverseTimeDecay`` with ``decay_steps=1`` is exactly this schedule (and is
+    saved with the optimizer in ``.keras`` checkpoints).
+    """
+    return keras.optimizers.schedules.InverseTimeDecay(
+        initial_learning_rate=eps0, decay_steps=1, decay_rate=decay
+    )
 
 
 def checkpoint_path(record: RunRecord, epoch: int) -> Path:

@@ -1,0 +1,271 @@
+"""Feed-forward language models of thesis 2.2: Bengio et al.'s n-gram network and its extension
+with an attention-compressed prefix.
+
+- ``bengio_lm`` (thesis 2.2.1, Bengio et al. 2003): the n-1 words before the target are embedded
+  with ``E``, concatenated into ``m``, ``h = relu(W_mh m + b_mh)``, logits ``l = W_hl h + b_hl``,
+  softmax over the vocabulary.
+- ``attention_lm`` (thesis 2.2.2): the p words before that window (the "prefix") are embedded
+  with the same ``E``, ``h_i = relu(W_wh E(w_i) + b_wh)``, ``e_i = tanh(W_hc h_i + b_hc)``,
+  ``alpha = softmax(e)``, ``c = sum_i alpha_i h_i`` (``layers.AttentionPooling``), and
+  ``m = (c, E(w_{t-n+2}), ..., E(w_t))`` goes through the same head.
+
+Layer names are the thesis's matrix names: ``E`` (embedding), ``W_wh``, ``attention`` (whose
+kernel and bias are ``W_hc``, ``b_hc``), ``W_mh``, ``W_hl``. Keras stores a ``Dense`` kernel as
+the transpose of the thesis's matrix (``m @ kernel == W_mh m``). Weight decay (thesis 3.2.2) is
+an L2 term ``weight_decay * ||W||^2`` on the kernels of ``W_mh`` and ``W_hl`` only, added to the
+loss by Keras (``keras.regularizers.L2``; the other convention, ``(weight_decay / 2) ||W||^2``,
+is ``weight_decay=5e-6``). The thesis gives no initialisation for this model: Keras defaults
+are used (``E`` uniform in [-0.05, 0.05], Glorot-uniform kernels, zero biases).
+
+Inputs (``window_inputs`` builds them from a token array): ``window`` (batch, n-1) int32, the
+window in reading order; for the attention model also ``prefix`` (batch, p) int32, nearest word
+first (``prefix[:, 0]`` is the word just before the window, ``prefix[:, j]`` is ``j`` words
+further back), and ``prefix_length`` (batch,) int32. Prefix positions before the start of the
+text are padded with id 0 and masked: ``prefix_length`` counts only real words, so a padded
+prefix gives exactly the output of the shorter prefix. Attention does not see word order, so
+nearest-first ordering only serves to put the padding at the end, where ``lengths`` masks it.
+``TrainBatches`` (shuffled, reproducible per epoch) and ``ScoreBatches`` (in order) feed
+``model.fit``/``model.evaluate`` with such inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import keras
+import numpy as np
+
+from thesis_repro.layers import AttentionPooling
+
+EMBEDDING_DIM = 100  # S, thesis 3.2.2
+HIDDEN = 200  # H, thesis 3.2.2
+WEIGHT_DECAY = 1e-5  # thesis 3.2.2, on W_mh and W_hl
+DECAYED_LAYERS = ("W_mh", "W_hl")  # the only weights with weight decay
+PAD_ID = 0
+
+
+def window_inputs(
+    tokens: np.ndarray, targets: np.ndarray, order: int, prefix: int = 0
+) -> dict[str, np.ndarray]:
+    """Model inputs for predicting ``tokens[t]`` for every ``t`` in ``targets`` (vectorised).
+
+    ``window``: ``tokens[t-n+1 .. t-1]``; with ``prefix > 0`` also ``prefix``:
+    ``tokens[t-n], tokens[t-n-1], ..., tokens[t-n-p+1]`` (nearest first), positions before 0
+    padded with ``PAD_ID``, and ``prefix_length``: how many of them are real. A target ``t`` may
+    equal ``len(tokens)`` (the word after the text), since only its context is read.
+    """
+    targets = np.asarray(targets, dtype=np.int64)
+    if order < 2:
+        raise ValueError(f"order must be at least 2, got {order}.")
+    if targets.size and (targets.min() < order - 1 or targets.max() > len(tokens)):
+        raise ValueError(
+            f"targets must lie in [{order - 1}, {len(tokens)}] so that the {order - 1}-word "
+            f"window exists, got [{targets.min()}, {targets.max()}]."
+        )
+    window = tokens[targets[:, None] + np.arange(1 - order, 0)]
+    inputs = {"window": window.astype(np.int32, copy=False)}
+    if prefix > 0:
+        back = targets[:, None] - order - np.arange(prefix)
+        real = back >= 0
+        inputs["prefix"] = np.where(real, tokens[np.maximum(back, 0)], PAD_ID).astype(np.int32)
+        inputs["prefix_length"] = real.sum(axis=1).astype(np.int32)
+    return inputs
+
+
+class TrainBatches(keras.utils.PyDataset):
+    """Shuffled minibatches for epochs ``first_epoch .. epochs - 1`` as one Keras dataset.
+
+    Batch ``k`` of epoch ``e`` takes the targets at ``permutation(e)[k*B:(k+1)*B]``, the
+    permutation seeded by ``(seed, e)``: it depends only on (seed, e, k), so a resumed run sees
+    exactly the batches it would have seen. Only full batches are used (``len // B`` per
+    epoch). Windows are cut from the int32 token array by fancy indexing (``window_inputs``).
+    Pass ``shuffle=False`` to ``fit``: Keras would otherwise shuffle the batch indices across
+    all the epochs this dataset spans.
+    """
+
+    def __init__(
+        self,
+        tokens: np.ndarray,
+        targets: np.ndarray,
+        order: int,
+        prefix: int,
+        batch_size: int,
+        seed: int,
+        first_epoch: int,
+        epochs: int,
+    ) -> None:
+        super().__init__()
+        self.tokens, self.targets = tokens, np.asarray(targets, dtype=np.int64)
+        self.order, self.prefix, self.batch_size = order, prefix, batch_size
+        self.seed, self.first_epoch, self.epochs = seed, first_epoch, epochs
+        self.steps_per_epoch = max(1, len(self.targets) // batch_size)
+        self._cached: tuple[int, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return self.steps_per_epoch * max(0, self.epochs - self.first_epoch)
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        """The order in which epoch ``epoch`` visits the targets (indices into ``targets``)."""
+        cached = self._cached
+        if cached is None or cached[0] != epoch:
+            rng = np.random.default_rng([int(self.seed), 9973, int(epoch)])
+            cached = (epoch, rng.permutation(len(self.targets)))
+            self._cached = cached
+        return cached[1]
+
+    def batch_targets(self, index: int) -> np.ndarray:
+        """Target positions of batch ``index`` (counted from ``first_epoch``'s first batch)."""
+        epoch, step = divmod(int(index), self.steps_per_epoch)
+        order = self.permutation(self.first_epoch + epoch)
+        return self.targets[order[step * self.batch_size : (step + 1) * self.batch_size]]
+
+    def __getitem__(self, index: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        chosen = self.batch_targets(index)
+        return window_inputs(self.tokens, chosen, self.order, self.prefix), self.tokens[chosen]
+
+
+class ScoreBatches(keras.utils.PyDataset):
+    """All ``targets`` in order, for scoring; the last batch is padded with sample weight 0
+    (every batch has one shape, so XLA compiles once)."""
+
+    def __init__(
+        self, tokens: np.ndarray, targets: np.ndarray, order: int, prefix: int, batch_size: int
+    ) -> None:
+        super().__init__()
+        if len(targets) == 0:
+            raise ValueError("no targets to score.")
+        self.tokens, self.targets = tokens, np.asarray(targets, dtype=np.int64)
+        self.order, self.prefix, self.batch_size = order, prefix, batch_size
+
+    def __len__(self) -> int:
+        return -(-len(self.targets) // self.batch_size)
+
+    def __getitem__(self, index: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        chosen = self.targets[index * self.batch_size : (index + 1) * self.batch_size]
+        weight = np.ones(self.batch_size, np.float32)
+        if len(chosen) < self.batch_size:
+            weight[len(chosen) :] = 0.0
+            chosen = np.concatenate([chosen, np.full(self.batch_size - len(chosen), chosen[-1])])
+        x = window_inputs(self.tokens, chosen, self.order, self.prefix)
+        return x, self.tokens[chosen], weight
+
+
+def _head(
+    m: keras.KerasTensor, vocab_size: int, hidden: int, weight_decay: float
+) -> keras.KerasTensor:
+    """``h = relu(W_mh m + b_mh)``, ``l = W_hl h + b_hl`` (thesis 2.2.1); returns the logits."""
+    decay = keras.regularizers.L2(weight_decay) if weight_decay else None
+    w_mh, w_hl = DECAYED_LAYERS
+    h = keras.layers.Dense(hidden, "relu", kernel_regularizer=decay, name=w_mh)(m)
+    return keras.layers.Dense(vocab_size, kernel_regularizer=decay, name=w_hl)(h)
+
+
+def bengio_lm(
+    vocab_size: int,
+    order: int = 5,
+    embedding_dim: int = EMBEDDING_DIM,
+    hidden: int = HIDDEN,
+    weight_decay: float = WEIGHT_DECAY,
+    name: str | None = None,
+) -> keras.Model:
+    """Bengio et al. feed-forward LM of order n (thesis 2.2.1); outputs logits (batch, V).
+
+    ``m = (E(w_1), ..., E(w_{n-1}))`` concatenated in reading order, ``h = relu(W_mh m + b)``,
+    ``l = W_hl h + b``; ``P(w_n = i | w_1..w_{n-1}) = softmax(l)_i``.
+    """
+    return language_model(vocab_size, order, 0, embedding_dim, hidden, weight_decay, name)
+
+
+def attention_lm(
+    vocab_size: int,
+    order: int = 5,
+    prefix: int = 5,
+    embedding_dim: int = EMBEDDING_DIM,
+    hidden: int = HIDDEN,
+    weight_decay: float = WEIGHT_DECAY,
+    name: str | None = None,
+) -> keras.Model:
+    """The attention-prefix LM of thesis 2.2.2: an n-gram window plus a p-word prefix.
+
+    ``h_i = relu(W_wh E(w_i) + b_wh)`` over the prefix (``W_wh`` is S x S),
+    ``e_i = tanh(W_hc h_i + b_hc)``, ``alpha = softmax(e)`` over the real prefix words,
+    ``c = sum_i alpha_i h_i``; ``m = (c, E(w_{t-n+2}), ..., E(w_t))`` then goes through the
+    head of 2.2.1, so ``W_mh`` is H x nS.
+    """
+    if prefix < 1:
+        raise ValueError(f"prefix must be at least 1 for the attention model, got {prefix}.")
+    return language_model(vocab_size, order, prefix, embedding_dim, hidden, weight_decay, name)
+
+
+def language_model(
+    vocab_size: int,
+    order: int = 5,
+    prefix: int = 0,
+    embedding_dim: int = EMBEDDING_DIM,
+    hidden: int = HIDDEN,
+    weight_decay: float = WEIGHT_DECAY,
+    name: str | None = None,
+) -> keras.Model:
+    """``bengio_lm`` when ``prefix == 0``, else ``attention_lm`` (thesis 2.2.1 / 2.2.2)."""
+    if order < 2:
+        raise ValueError(f"order must be at least 2 (n-1 >= 1 context words), got {order}.")
+    if prefix < 0:
+        raise ValueError(f"prefix must be >= 0, got {prefix}.")
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2, got {vocab_size}.")
+    window = keras.Input((order - 1,), dtype="int32", name="window")
+    embed = keras.layers.Embedding(vocab_size, embedding_dim, name="E")
+    m = keras.layers.Reshape(((order - 1) * embedding_dim,), name="window_features")(embed(window))
+    inputs = {"window": window}
+    if prefix:
+        words = keras.Input((prefix,), dtype="int32", name="prefix")
+        lengths = keras.Input((), dtype="int32", name="prefix_length")
+        h = keras.layers.Dense(embedding_dim, "relu", name="W_wh")(embed(words))
+        c, _, _ = AttentionPooling(return_attention=True, name="attention")(h, lengths=lengths)
+        m = keras.layers.Concatenate(name="m")([c, m])
+        inputs.update(prefix=words, prefix_length=lengths)
+    logits = _head(m, vocab_size, hidden, weight_decay)
+    default = f"{order}gram" + (f"_prefix{prefix}" if prefix else "")
+    return keras.Model(inputs, logits, name=name or default)
+
+
+def model_shape(model: keras.Model) -> tuple[int, int]:
+    """``(order, prefix)`` of a model built by ``language_model`` (read from its inputs)."""
+    shapes = {t.name.split(":")[0]: t.shape for t in model.inputs}
+    order = int(shapes["window"][1]) + 1
+    prefix = int(shapes["prefix"][1]) if "prefix" in shapes else 0
+    return order, prefix
+
+
+@dataclass(frozen=True)
+class PrefixAttention:
+    """Attention over one window's prefix: ``positions`` (oldest first) and their ``weights``."""
+
+    target: int
+    positions: np.ndarray
+    weights: np.ndarray
+
+
+def prefix_attention(model: keras.Model, ids: np.ndarray) -> list[PrefixAttention]:
+    """Attention weights of every window's prefix in the sentence ``ids`` (thesis 3.2.4).
+
+    For each target position ``t`` with at least one prefix word (``order <= t <= len(ids)``;
+    ``t = len(ids)`` predicts the word after the sentence), returns the prefix word positions
+    in reading order and their weights alpha (summing to 1). Words of a sentence shorter than
+    the prefix are simply absent (masked), as at the start of a corpus part.
+    """
+    order, prefix = model_shape(model)
+    if prefix == 0:
+        raise ValueError("prefix_attention needs an attention LM (a model with a prefix input).")
+    ids = np.asarray(ids, dtype=np.int32)
+    targets = np.arange(order, len(ids) + 1)
+    if targets.size == 0:
+        return []
+    alpha_model = keras.Model(model.inputs, model.get_layer("attention").output[1])
+    alpha = np.asarray(alpha_model.predict(window_inputs(ids, targets, order, prefix), verbose=0))
+    results = []
+    for t, row in zip(targets.tolist(), alpha, strict=True):
+        count = min(prefix, t - order + 1)
+        positions = t - order - np.arange(count)  # nearest first, as fed to the model
+        results.append(PrefixAttention(t, positions[::-1].copy(), row[:count][::-1].copy()))
+    return results
