@@ -304,18 +304,24 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
             name="bias", shape=(4 * self.units,), initializer=self.bias_initializer
         )
 
+    def input_kernel(self) -> Any:
+        """``W_x`` with one extra row for e_t: 1 in the input-gate block, 0 elsewhere.
+
+        ``[x_t, e_t] @ input_kernel()`` is ``x_t W_x`` plus e_t on the input gate only, so the
+        energy costs no extra operation inside the time loop.
+        """
+        energy_row = ops.concatenate(
+            [ops.ones((1, self.units)), ops.zeros((1, 3 * self.units))], axis=-1
+        )
+        return ops.concatenate([self.kernel, ops.cast(energy_row, self.kernel.dtype)], axis=0)
+
     def project_inputs(self, x: Any, energies: Any) -> Any:
         """Input part of all four pre-activations: ``x W_x + b`` plus e_t on the input gate.
 
-        Works on one step (batch, F) or a whole sequence (batch, T, F); has no recurrence, so
-        ``AttentionGatedLSTM`` computes it for all steps at once, outside the time loop.
+        Works on one step (batch, F) or a whole sequence (batch, T, F).
         """
-        z = ops.matmul(x, self.kernel) + self.bias
-        zero = ops.zeros_like(energies)
-        gate_energy = ops.stack([energies, zero, zero, zero], axis=-1)  # only i_t gets e_t
-        shape = ops.shape(z)
-        z = ops.reshape(z, (*shape[:-1], 4, self.units)) + gate_energy[..., None]
-        return ops.reshape(z, shape)
+        packed = ops.concatenate([x, ops.expand_dims(energies, -1)], axis=-1)
+        return ops.matmul(packed, self.input_kernel()) + self.bias
 
     def recurrent_step(self, z_x: Any, states: list) -> tuple[Any, list]:
         """One step given the projected input ``z_x`` (see ``project_inputs``)."""
@@ -331,8 +337,8 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
         return h, [h, c]
 
     def call(self, inputs: Any, states: list, training: bool | None = None) -> tuple[Any, list]:
-        x, energies = inputs[..., :-1], inputs[..., -1]
-        return self.recurrent_step(self.project_inputs(x, energies), states)
+        z_x = ops.matmul(inputs, self.input_kernel()) + self.bias
+        return self.recurrent_step(z_x, states)
 
     def get_initial_state(self, batch_size: Any = None) -> list:
         return [ops.zeros((batch_size, self.units), dtype=self.compute_dtype) for _ in range(2)]
@@ -356,37 +362,18 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
         return cls(**config)
 
 
-class _ProjectedStep(keras.layers.Layer):
-    """RNN step over pre-projected inputs: the recurrent half of an ``AttentionGatedLSTMCell``."""
-
-    def __init__(self, cell: AttentionGatedLSTMCell, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.cell = cell
-        self.state_size = cell.state_size
-        self.output_size = cell.output_size
-
-    def build(self, input_shape: tuple) -> None:
-        pass
-
-    def call(self, z_x: Any, states: list, training: bool | None = None) -> tuple[Any, list]:
-        return self.cell.recurrent_step(z_x, states)
-
-    def get_initial_state(self, batch_size: Any = None) -> list:
-        return self.cell.get_initial_state(batch_size)
-
-    def get_config(self) -> dict:
-        return {**super().get_config(), "cell": self.cell.get_config()}
-
-
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class AttentionGatedLSTM(keras.layers.RNN):
     """Sequence layer of ``AttentionGatedLSTMCell``, called as ``layer([x, energies])``.
 
     ``x``: (batch, T, F); ``energies``: (batch, T) or (batch, T, 1), e.g. the ``e`` returned by
     ``AttentionPooling(return_attention=True)``. Honours a Keras mask on ``x`` (masked steps keep
-    the previous state), or ``lengths=``. The input projection ``x W_x + b + e`` is computed for
-    all steps before the time loop (thesis 2.1.2 equations, reordered); only ``h W_h`` is left
-    inside it.
+    the previous state), or ``lengths=``. ``x`` and ``e`` are packed into one step input
+    ``[x_t, e_t]`` for the cell, whose input kernel carries e_t to the input gate
+    (``AttentionGatedLSTMCell.input_kernel``). The projection runs inside the time loop: with a
+    few input features that is faster on CPU than projecting all steps beforehand, which makes
+    the loop carry and differentiate a (batch, T, 4*units) sequence
+    (``benchmarks/bench_lstm.py``).
     """
 
     def __init__(
@@ -414,7 +401,7 @@ class AttentionGatedLSTM(keras.layers.RNN):
             name="cell",
         )
         super().__init__(
-            _ProjectedStep(self.lstm_cell),
+            self.lstm_cell,
             return_sequences=return_sequences,
             return_state=return_state,
             go_backwards=go_backwards,
@@ -449,8 +436,7 @@ class AttentionGatedLSTM(keras.layers.RNN):
     def build(self, input_shape: Any) -> None:
         x_shape, e_shape = self._split_inputs(input_shape)
         self._check_shapes(tuple(x_shape), tuple(e_shape))
-        self.lstm_cell.build((*x_shape[:-1], x_shape[-1] + 1))
-        super().build((*x_shape[:-1], 4 * self.units))
+        super().build((*x_shape[:-1], x_shape[-1] + 1))
 
     def compute_output_shape(self, input_shape: Any) -> Any:
         x_shape, _ = self._split_inputs(input_shape)
@@ -479,8 +465,8 @@ class AttentionGatedLSTM(keras.layers.RNN):
         mask = sequence_mask(
             x.shape[1] if x.shape[1] is not None else ops.shape(x)[1], mask, lengths
         )
-        z_x = self.lstm_cell.project_inputs(x, energies)
-        return super().call(z_x, initial_state=initial_state, mask=mask, training=training)
+        packed = ops.concatenate([x, ops.expand_dims(energies, -1)], axis=-1)
+        return super().call(packed, initial_state=initial_state, mask=mask, training=training)
 
     def get_config(self) -> dict:
         config = keras.layers.Layer.get_config(self)  # RNN's own would serialize the step
