@@ -1,33 +1,229 @@
-"""``python -m thesis_repro report``: every table and figure from the committed records."""
+"""``python -m thesis_repro``: reproduce every experiment, or render the report from the records.
+
+    python -m thesis_repro reproduce --preset smoke --results /tmp/r --figures /tmp/f \\
+        --report /tmp/r/REPORT.md --no-readme            # minutes: everything, on toy data
+    python -m thesis_repro reproduce --preset cpu --data ../shared/data
+    python -m thesis_repro report                        # tables and figures from the records
+
+``reproduce`` runs, in this order, the grids of a preset (``smoke``, ``cpu`` or ``paper``, as
+defined in each experiment module):
+
+1. ``thesis_repro.ffattention`` -- Raffel & Ellis Table 1, variable length, temporal order;
+2. ``thesis_repro.addition`` -- thesis 3.1, LSTM vs attention-gated LSTM;
+3. ``thesis_repro.lm`` -- thesis Tables 3.1 and 3.2 and the PTB comparison.
+
+Runs whose records are finished are skipped and interrupted ones resume, so the command can be
+repeated until everything is done. ``smoke`` trains the language models on the built-in
+synthetic corpus; ``cpu`` and ``paper`` need the real corpora from ``--data DIR`` (or
+``$THESIS_REPRO_DATA``): ``DIR/eltec-pol`` for Tables 3.1 and 3.2, ``DIR/ptb`` for PTB. A missing
+corpus is reported in one line and its experiments are skipped. Afterwards the figures
+(``figures/*.pdf``), ``REPORT.md`` and the README's results blocks are rendered from all records
+(``thesis_repro.report.write_report``).
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from thesis_repro.records import RESULTS_DIR
 from thesis_repro.report import write_report
 
+PRESETS = ("smoke", "cpu", "paper")
+LM_TABLES = ("3.1", "3.2", "ptb")
+DATA_ENV = "THESIS_REPRO_DATA"
 
-def main(argv: list[str] | None = None) -> int:
+
+def _experiment(name: str) -> ModuleType | None:
+    """``thesis_repro.<name>``, or None while that module does not exist yet."""
+    try:
+        return importlib.import_module(f"thesis_repro.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"thesis_repro.{name}":
+            raise  # the module exists but is broken: say so
+        return None
+
+
+def lm_sources(preset: str, data_dir: str | os.PathLike | None) -> tuple[dict[str, Any], str]:
+    """Corpus of each LM table under ``preset``, and a one-line note on what was left out.
+
+    ``smoke`` uses the synthetic corpus for every table. Otherwise each table's corpus is looked
+    up in ``data_dir`` (``lm.resolve_corpus``); tables whose corpus is missing are left out.
+    """
+    from thesis_repro import lm
+    from thesis_repro.corpus import CorpusError
+
+    if preset == "smoke":
+        synthetic = lm.resolve_corpus(None, None, None)
+        return {table: synthetic for table in LM_TABLES}, ""
+    if not data_dir:
+        return {}, (
+            f"language models skipped: no corpus directory (pass --data DIR or set {DATA_ENV}; "
+            f"preset {preset} needs DIR/eltec-pol and DIR/ptb)"
+        )
+    if not Path(data_dir).expanduser().is_dir():
+        return {}, f"language models skipped: the corpus directory {data_dir} does not exist"
+    sources, missing = {}, []
+    for table in LM_TABLES:
+        try:
+            sources[table] = lm.resolve_corpus(None, lm.TABLES[table].corpus_name, str(data_dir))
+        except CorpusError as error:
+            missing.append(f"table {table} ({error})")
+    note = "language models skipped: " + "; ".join(missing) if missing else ""
+    return sources, note
+
+
+def reproduce(
+    preset: str,
+    results_dir: Path = RESULTS_DIR,
+    figures_dir: Path = Path("figures"),
+    report_path: Path = Path("REPORT.md"),
+    readme_path: Path | None = Path("README.md"),
+    data_dir: str | os.PathLike | None = None,
+    verbose: int = 1,
+    log: Callable[[str], None] = print,
+) -> dict[str, float]:
+    """Run every experiment's grid of ``preset`` in order, then render figures and REPORT.md.
+
+    Finished runs are skipped (each ``run_grid`` does this). ``data_dir``: folder of the LM
+    corpora (ignored by ``smoke``; see :func:`lm_sources`). Returns the wall seconds of each step.
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
+    results_dir = Path(results_dir)
+    steps: list[tuple[str, Callable[[], Any]]] = []
+    for name in ("ffattention", "addition"):
+        module = _experiment(name)
+        if module is None:
+            log(f"{name} skipped: thesis_repro.{name} is not in this version of the package")
+        else:
+            steps.append((name, partial(module.run_grid, preset, results_dir, (), verbose)))
+    lm = _experiment("lm")
+    if lm is not None:
+        sources, note = lm_sources(preset, data_dir)
+        if note:
+            log(note)
+        if preset == "smoke":
+            log(
+                "smoke preset: the language models train on the built-in SYNTHETIC corpus "
+                "(thesis_repro.corpus.synthetic_corpus), not on real text"
+            )
+        for table, source in sources.items():
+            grid = partial(lm.run_grid, table, source, preset, results_dir, verbose=verbose)
+            steps.append((f"lm {table} ({source.name})", grid))
+    timings: dict[str, float] = {}
+    for index, (name, step) in enumerate(steps, 1):
+        log(f"##### [{index}/{len(steps)}] {name}, preset {preset} -> {results_dir}/")
+        started = time.time()
+        step()
+        timings[name] = time.time() - started
+    started = time.time()
+    write_report(
+        results_dir,
+        figures_dir,
+        report_path,
+        readme_path,
+        command=f"python -m thesis_repro reproduce --preset {preset}",
+        timings=timings,
+    )
+    timings["report"] = time.time() - started
+    log(
+        f"wrote {report_path} and figures in {figures_dir}/; wall time: "
+        + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings.items())
+    )
+    return timings
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m thesis_repro",
-        description="Regenerate REPORT.md, the README's results blocks and figures/*.pdf "
-        "from the JSON records.",
+        description="Reproduce every experiment of the thesis and of Raffel & Ellis, or "
+        "regenerate REPORT.md, the README's results blocks and figures/*.pdf from the records.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render tables and figures from the records")
-    rep.add_argument("--results", type=Path, default=RESULTS_DIR, help="records directory")
-    rep.add_argument("--figures", type=Path, default=Path("figures"), help="figure directory")
-    rep.add_argument("--no-readme", action="store_true", help="leave README.md alone")
-    args = parser.parse_args(argv)
-    write_report(
-        args.results, args.figures, readme_path=None if args.no_readme else Path("README.md")
+    rerun = sub.add_parser(
+        "reproduce",
+        help="run every experiment of a preset (finished runs are skipped), then report",
+        description=__doc__[__doc__.index("``reproduce`` runs") :],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    print("wrote REPORT.md and figures")
+    rerun.add_argument(
+        "--preset",
+        choices=PRESETS,
+        required=True,
+        help="smoke: minutes, toy data, for the tests; cpu: hours on a CPU; paper: the "
+        "papers' protocols (GPU)",
+    )
+    rerun.add_argument(
+        "--data",
+        metavar="DIR",
+        default=os.environ.get(DATA_ENV),
+        help=f"folder of the LM corpora (eltec-pol/, ptb/); default ${DATA_ENV}",
+    )
+    rerun.add_argument(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=1,
+        help="Keras progress: 1 = bar per epoch (default), 2 = a line per epoch, 0 = silent",
+    )
+    for command in (rep, rerun):
+        command.add_argument(
+            "--results", type=Path, default=RESULTS_DIR, help="records directory (%(default)s)"
+        )
+        command.add_argument(
+            "--figures", type=Path, default=Path("figures"), help="figure directory (%(default)s)"
+        )
+        command.add_argument(
+            "--report", type=Path, default=Path("REPORT.md"), help="report file (%(default)s)"
+        )
+        command.add_argument("--no-readme", action="store_true", help="leave README.md alone")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry; bad input ends with one ``error: ...`` line and exit status 2."""
+    from thesis_repro.corpus import CorpusError
+
+    lm = _experiment("lm")
+    bad_input = (CorpusError, lm.LMError) if lm is not None else (CorpusError,)
+    args = build_parser().parse_args(argv)
+    readme = None if args.no_readme else Path("README.md")
+    if args.command == "report":
+        write_report(args.results, args.figures, args.report, readme)
+        print(f"wrote {args.report} and figures in {args.figures}/")
+        return 0
+    try:
+        reproduce(
+            args.preset,
+            args.results,
+            args.figures,
+            args.report,
+            readme,
+            args.data,
+            args.verbose,
+            log=lambda line: print(line, flush=True),
+        )
+    except bad_input as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130
     return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+__all__ = ["build_parser", "lm_sources", "main", "reproduce"]

@@ -52,6 +52,8 @@ from typing import Any
 import numpy as np
 
 from thesis_repro import tasks
+from thesis_repro.cli import FIGURES_DIR, experiment_parser
+from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import RESULTS_DIR, RunRecord, load_records
 
 EXPERIMENT = "addition"
@@ -669,10 +671,7 @@ def _minutes(record: dict) -> float:
 
 def render_training_figure(records: list[dict], path: Path) -> Path | None:
     """Thesis Figs 3.1 and 3.2: every run's training MSE, one panel per model, shared axes."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     groups = _groups([r for r in records if r["epochs"]])
     if not groups:
@@ -701,18 +700,12 @@ def render_training_figure(records: list[dict], path: Path) -> Path | None:
     per_epoch = "/".join(str(n) for n in _values(records, "steps_per_epoch"))
     axes[0][0].set_ylabel(f"training MSE (mean over {per_epoch} steps)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def render_generalisation_figure(records: list[dict], path: Path) -> Path | None:
     """Thesis Fig 3.3: mean generalisation MSE against length (bars: min..max over runs)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     groups = _groups([r for r in records if r.get("generalisation")])
     if not groups:
@@ -742,14 +735,11 @@ def render_generalisation_figure(records: list[dict], path: Path) -> Path | None
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def report(
-    results_dir: Path = RESULTS_DIR, figures_dir: Path = Path("figures"), preset: str | None = None
+    results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR, preset: str | None = None
 ) -> str:
     """Write ``<results>/addition/table.md`` and the two figures from the records."""
     records = _select(load_records(Path(results_dir) / EXPERIMENT), preset)
@@ -766,32 +756,7 @@ def report(
 
 def build_parser() -> argparse.ArgumentParser:
     defaults = RunConfig("lstm")
-    parser = argparse.ArgumentParser(
-        prog="python -m thesis_repro.addition",
-        description=__doc__.split("\n\n")[0] + " Train, run a preset grid, or render outputs.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Presets:\n" + "\n".join(f"  {k}: {p.description}" for k, p in PRESETS.items()),
-    )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=RESULTS_DIR,
-        help="directory for JSON records; runs go to <results>/addition/ (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--figures",
-        type=Path,
-        default=Path("figures"),
-        help="directory for figure PDFs (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=1,
-        help="Keras progress: 1 = bar per epoch (default), 2 = one line per epoch (for logs), "
-        "0 = silent",
-    )
+    parser = experiment_parser("python -m thesis_repro.addition", __doc__, PRESETS)
     sub = parser.add_subparsers(
         dest="command", required=True, help="run: one run; grid: a preset; report: outputs"
     )

@@ -30,13 +30,15 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from thesis_repro import tasks
+from thesis_repro.cli import FIGURES_DIR, experiment_parser
+from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import RESULTS_DIR, RunRecord, load_records
 
 EXPERIMENT = "ffattention"
@@ -510,11 +512,7 @@ def render_table(records: list[dict]) -> str:
 
 def render_figure(records: list[dict], path: Path) -> Path | None:
     """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     table1 = [r for r in records if r["config"]["experiment"] == "table1"]
     if not table1:
         return None
@@ -567,13 +565,10 @@ def render_figure(records: list[dict], path: Path) -> Path | None:
         "Feed-forward attention vs unweighted mean (dotted: paper's epochs to 100%)", fontsize=10
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
-def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = Path("figures")) -> str:
+def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
     """Write ``<results>/ffattention/table.md`` and ``figures/ffattention_accuracy.pdf``."""
     records = load_records(Path(results_dir) / EXPERIMENT)
     table = render_table(records)
@@ -587,26 +582,7 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = Path("figures"))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m thesis_repro.ffattention",
-        description=__doc__.split("\n\n")[0] + " Train, run a preset grid, or render outputs.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Presets:\n" + "\n".join(f"  {k}: {p.description}" for k, p in PRESETS.items()),
-    )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=RESULTS_DIR,
-        help="directory for JSON records (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=1,
-        help="Keras progress: 1 = bar per epoch (default), 2 = one line per "
-        "epoch (for logs), 0 = silent",
-    )
+    parser = experiment_parser("python -m thesis_repro.ffattention", __doc__, PRESETS)
     sub = parser.add_subparsers(dest="command", required=True)
 
     one = sub.add_parser("run", help="train one configuration")
@@ -656,13 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
 
-    rep = sub.add_parser("report", help="render the table and figure from the records")
-    rep.add_argument(
-        "--figures",
-        type=Path,
-        default=Path("figures"),
-        help="directory for figure PDFs (default: %(default)s)",
-    )
+    sub.add_parser("report", help="render the table and figure from the records")
     return parser
 
 
@@ -690,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "grid":
         run_grid(args.preset, args.results, tuple(args.only), verbose)
         if not args.no_report:
-            print(report(args.results))
+            print(report(args.results, args.figures))
     else:
         print(report(args.results, args.figures))
     print(f"done in {time.time() - started:.0f} s")
@@ -701,4 +671,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["PRESETS", "RunConfig", "preset_runs", "replace", "report", "run", "run_grid"]
+__all__ = ["PRESETS", "RunConfig", "preset_runs", "report", "run", "run_grid"]

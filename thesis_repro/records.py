@@ -68,9 +68,12 @@ def hardware() -> dict[str, Any]:
 def command_line() -> str:
     """The command that is running, as a user would type it."""
     argv = list(sys.argv)
+    if argv and "ipykernel" in argv[0]:
+        return "a Jupyter notebook (see notebooks/)"
     if argv and argv[0].endswith(".py") and "thesis_repro" in argv[0]:
         module = Path(argv[0]).with_suffix("").name
-        argv = ["python", "-m", f"thesis_repro.{module}", *argv[1:]]
+        name = "thesis_repro" if module == "__main__" else f"thesis_repro.{module}"
+        argv = ["python", "-m", name, *argv[1:]]
     return " ".join(argv)
 
 

@@ -4,28 +4,40 @@ Every experiment module has ``report(results_dir, figures_dir) -> str`` that ren
 Markdown tables (and figures) from its JSON records. This module gathers them: the README holds
 blocks delimited by ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` whose content is
 replaced by the experiment's rendered tables, so README, report and figures come from the same
-records and cannot disagree.
+records and cannot disagree. ``REPORT.md`` adds what the README leaves out: links to the figures,
+the library versions and hardware (of this rendering and of the records) and the wall times.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import re
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from thesis_repro.records import RESULTS_DIR, hardware, library_versions, load_records
+
+EXPERIMENTS = ("ffattention", "addition", "lm")
+TITLES = {
+    "ffattention": "Raffel & Ellis (2015): feed-forward attention on long-memory tasks",
+    "addition": "Malik (2016) 3.1: addition problem, LSTM vs attention-gated LSTM",
+    "lm": "Malik (2016) 3.2: feed-forward language models with an attention-compressed prefix",
+}
 
 
 def _experiments() -> dict[str, Callable[[Path, Path], str]]:
     """Name -> report function of every experiment that is present in the package."""
-    import importlib
-
     found = {}
-    for name in ("ffattention", "addition", "lm"):
+    for name in EXPERIMENTS:
         try:
             module = importlib.import_module(f"thesis_repro.{name}")
-        except ImportError:
+        except ModuleNotFoundError as error:
+            if error.name != f"thesis_repro.{name}":
+                raise
             continue
         if hasattr(module, "report"):
             found[name] = module.report
@@ -41,35 +53,112 @@ def replace_block(text: str, name: str, content: str) -> str:
     return pattern.sub(lambda m: m.group(1) + content.rstrip() + "\n" + m.group(2), text)
 
 
+def record_seconds(record: Mapping[str, Any]) -> float:
+    """Wall time of a run: its training epochs plus evaluation and pretraining where recorded."""
+    seconds = float(record.get("wall_seconds", 0.0)) + float(record.get("eval_seconds", 0.0))
+    return seconds + float(record.get("pretrain", {}).get("seconds", 0.0))
+
+
+def _format_items(values: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in values.items())
+
+
+def _format_hardware(machine: Mapping[str, Any]) -> str:
+    return (
+        f"{machine.get('cpus', '?')} CPUs ({machine.get('machine', '?')}), {machine.get('system')}"
+    )
+
+
+def _counted(texts: list[str]) -> str:
+    """``text (n records)``, most frequent first, joined by ``; ``."""
+    return "; ".join(f"{text} ({n} records)" for text, n in Counter(texts).most_common())
+
+
+def _relative_link(path: Path, start: Path) -> str:
+    """``path`` as a Markdown link target relative to the folder ``start`` (the report's)."""
+    return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:.0f} s"
+
+
 def write_report(
     results_dir: Path = RESULTS_DIR,
     figures_dir: Path = Path("figures"),
     report_path: Path = Path("REPORT.md"),
     readme_path: Path | None = Path("README.md"),
+    *,
+    command: str = "python -m thesis_repro report",
+    timings: Mapping[str, float] | None = None,
 ) -> str:
-    """Render every experiment's tables and figures; write REPORT.md and the README blocks."""
+    """Render every experiment's tables and figures; write REPORT.md and the README blocks.
+
+    ``command`` is named in the report as what produced it; ``timings`` (step -> seconds), when
+    given, is the wall time of each step of the run that produced it (``reproduce``) and is
+    listed beside the training time summed over the records. Figure links are relative to the
+    folder of ``report_path``. Returns the report's text.
+    """
+    results_dir, figures_dir, report_path = Path(results_dir), Path(figures_dir), Path(report_path)
     sections = {}
     for name, render in _experiments().items():
-        if any(load_records(Path(results_dir) / name)) or name == "ffattention":
-            sections[name] = render(Path(results_dir), Path(figures_dir))
-    total_seconds = sum(float(r.get("wall_seconds", 0.0)) for r in load_records(Path(results_dir)))
-    figures = sorted(Path(figures_dir).glob("*.pdf"))
+        if any(load_records(results_dir / name)) or name == "ffattention":
+            sections[name] = render(results_dir, figures_dir)
+    records = {name: load_records(results_dir / name) for name in sections}
+    everything = [r for group in records.values() for r in group]
     parts = [
         "# thesis_repro: results report",
         "",
         f"Generated {time.strftime('%Y-%m-%d %H:%M')} from the JSON records under "
-        f"`{results_dir}/` by `python -m thesis_repro report`.",
+        f"`{results_dir.as_posix()}/` by `{command}`. Every table and figure is rendered from "
+        "those records; each table gives the papers' numbers beside ours.",
         "",
-        f"- Library versions: {library_versions()}",
-        f"- Hardware: {hardware()}",
-        f"- Training wall time summed over all records: {total_seconds / 3600:.2f} h",
-        "- Figures: " + ", ".join(f"[{p.name}]({p.as_posix()})" for p in figures),
+        "## Environment and wall time",
         "",
+        f"- Rendered with: {_format_items(library_versions())}, on {_format_hardware(hardware())}",
     ]
+    if everything:
+        parts += [
+            "- Records produced with: "
+            + _counted([_format_items(r.get("versions", {})) for r in everything]),
+            "- Records produced on: "
+            + _counted([_format_hardware(r.get("hardware", {})) for r in everything]),
+        ]
+    parts += [
+        "",
+        "| experiment | records | finished | wall time summed over its records |",
+        "|---|---|---|---|",
+    ]
+    for name, group in records.items():
+        finished = sum(bool(r.get("finished")) for r in group)
+        seconds = sum(record_seconds(r) for r in group)
+        parts.append(f"| {name} | {len(group)} | {finished} | {_hours(seconds)} |")
+    total = sum(record_seconds(r) for r in everything)
+    parts.append(f"| all | {len(everything)} | | {_hours(total)} |")
+    if timings:
+        parts += [
+            "",
+            f"Wall time of each step of `{command}` (finished runs are skipped, so a step "
+            "that found its records done takes only seconds):",
+            "",
+            "| step | wall time |",
+            "|---|---|",
+            *(f"| {step} | {_hours(seconds)} |" for step, seconds in timings.items()),
+            f"| total | {_hours(sum(timings.values()))} |",
+        ]
+    parts.append("")
     for name, text in sections.items():
-        parts += [f"## {name}", "", text, ""]
+        figures = sorted(figures_dir.glob(f"{name}_*.pdf"))
+        parts += [f"## {TITLES.get(name, name)} (`{name}`)", ""]
+        if figures:
+            links = ", ".join(
+                f"[{p.name}]({_relative_link(p, report_path.parent)})" for p in figures
+            )
+            parts += [f"Figures: {links}", ""]
+        parts += [text.rstrip(), ""]
     report = "\n".join(parts)
-    Path(report_path).write_text(report)
+    report_path.parent.mkdir(parents=True, exist_ok=True)
+    report_path.write_text(report)
     if readme_path is not None and Path(readme_path).exists():
         readme = Path(readme_path).read_text()
         for name, text in sections.items():

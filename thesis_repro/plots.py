@@ -1,0 +1,28 @@
+"""Figure plumbing shared by the experiments: a headless pyplot and an atomic PDF save."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def pyplot() -> Any:
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (works without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: str | os.PathLike) -> Path:
+    """Save ``fig`` to ``path`` (format from the suffix) via a temporary file, then close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+    pyplot().close(fig)
+    return path
