@@ -513,6 +513,8 @@ def render_table(records: list[dict]) -> str:
 def render_figure(records: list[dict], path: Path) -> Path | None:
     """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr)."""
     plt = pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     table1 = [r for r in records if r["config"]["experiment"] == "table1"]
     if not table1:
         return None
@@ -554,6 +556,7 @@ def render_figure(records: list[dict], path: Path) -> Path | None:
                 if isinstance(paper, int):
                     ax.axvline(paper, color=color, ls=":", lw=1)
             ax.set_title(f"{task}, T0 = {t0}", fontsize=9)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylim(0, 102)
             ax.grid(alpha=0.3)
             if col == 0:
