@@ -347,7 +347,11 @@ def test_smoke_grid_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert files == sorted(
         f"smoke-{m}-momentum-seed{s}.json" for s in (0, 1) for m in ("5gram", "10gram", "5gram+5")
     )
-    assert not list(folder.rglob("*.keras"))  # checkpoints removed once finished
+    assert not list(folder.rglob("*-epoch*.keras"))  # checkpoints removed once finished
+    # ... except each run's final model, kept for later evaluations (thesis 4.2)
+    assert sorted(p.name for p in folder.rglob("*.keras")) == sorted(
+        f"{Path(f).stem}-final.keras" for f in files
+    )
     record = json.loads((folder / "smoke-5gram+5-momentum-seed1.json").read_text())
     assert [e["epoch"] for e in record["epochs"]] == [1, 2]
     assert record["summary"]["test_perplexity"] > 1 and record["corpus"]["vocab_size"] > 100

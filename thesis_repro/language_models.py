@@ -18,34 +18,53 @@ is ``weight_decay=5e-6``). The thesis gives no initialisation for this model: Ke
 are used (``E`` uniform in [-0.05, 0.05], Glorot-uniform kernels, zero biases).
 
 Inputs (``window_inputs`` builds them from a token array): ``window`` (batch, n-1) int32, the
-window in reading order; for the attention model also ``prefix`` (batch, p) int32, nearest word
+window in reading order; for the attention model also ``prefix`` (batch, T) int32, nearest word
 first (``prefix[:, 0]`` is the word just before the window, ``prefix[:, j]`` is ``j`` words
 further back), and ``prefix_length`` (batch,) int32. Prefix positions before the start of the
 text are padded with id 0 and masked: ``prefix_length`` counts only real words, so a padded
-prefix gives exactly the output of the shorter prefix. Attention does not see word order, so
-nearest-first ordering only serves to put the padding at the end, where ``lengths`` masks it.
+prefix gives exactly the output of the shorter prefix. Plain attention does not see word order,
+so nearest-first ordering only serves to put the padding at the end, where ``lengths`` masks it.
 ``TrainBatches`` (shuffled, reproducible per epoch) and ``ScoreBatches`` (in order) feed
 ``model.fit``/``model.evaluate`` with such inputs.
+
+Future work of thesis 4.2, both as options of the same model:
+
+- Prefix-length generalisation: the ``prefix`` input has a variable length T (shape
+  ``(batch, None)``), so a model trained with p words is evaluated with any other number of
+  prefix words, or with the whole history back to the previous ``<eos>`` (``window_inputs(...,
+  starts=sentence_starts(tokens, eos_id))``), with the same weights. ``p``, the trained prefix,
+  is kept in the attention layer's config (``model_shape``). ``TrainBatches(min_prefix=k)``
+  trains with a prefix length drawn uniformly in ``k..p`` for every minibatch (padded to p and
+  masked through ``prefix_length``).
+- Position awareness: ``language_model(..., position_aware="bias"|"embedding")`` tells the
+  attention which prefix word is how far back (``PrefixAttentionPooling``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import keras
 import numpy as np
+from keras import ops
 
-from thesis_repro.layers import AttentionPooling
+from thesis_repro.layers import PACKAGE, AttentionPooling, masked_softmax, sequence_mask
 
 EMBEDDING_DIM = 100  # S, thesis 3.2.2
 HIDDEN = 200  # H, thesis 3.2.2
 WEIGHT_DECAY = 1e-5  # thesis 3.2.2, on W_mh and W_hl
 DECAYED_LAYERS = ("W_mh", "W_hl")  # the only weights with weight decay
 PAD_ID = 0
+POSITION_AWARE = ("none", "bias", "embedding")  # thesis 4.2: how attention sees distance
 
 
 def window_inputs(
-    tokens: np.ndarray, targets: np.ndarray, order: int, prefix: int = 0
+    tokens: np.ndarray,
+    targets: np.ndarray,
+    order: int,
+    prefix: int = 0,
+    starts: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Model inputs for predicting ``tokens[t]`` for every ``t`` in ``targets`` (vectorised).
 
@@ -53,6 +72,10 @@ def window_inputs(
     ``tokens[t-n], tokens[t-n-1], ..., tokens[t-n-p+1]`` (nearest first), positions before 0
     padded with ``PAD_ID``, and ``prefix_length``: how many of them are real. A target ``t`` may
     equal ``len(tokens)`` (the word after the text), since only its context is read.
+
+    ``starts`` (thesis 4.2, "sentence" prefixes): per token position ``k``, the first position
+    a prefix ending at ``k`` may reach (``sentence_starts``); words before it are padding too,
+    so the prefix is the history back to that point, at most ``prefix`` words.
     """
     targets = np.asarray(targets, dtype=np.int64)
     if order < 2:
@@ -67,9 +90,23 @@ def window_inputs(
     if prefix > 0:
         back = targets[:, None] - order - np.arange(prefix)
         real = back >= 0
+        if starts is not None:
+            first = np.asarray(starts)[np.maximum(targets - order, 0)]
+            real &= back >= first[:, None]
         inputs["prefix"] = np.where(real, tokens[np.maximum(back, 0)], PAD_ID).astype(np.int32)
         inputs["prefix_length"] = real.sum(axis=1).astype(np.int32)
     return inputs
+
+
+def sentence_starts(tokens: np.ndarray, boundary: int | None) -> np.ndarray:
+    """Per position ``k``: the position of the last ``boundary`` token (``<eos>``) at or before
+    ``k``, or 0 if there is none (thesis 4.2: the prefix "back to the previous ``<eos>``",
+    boundary token included, so it is never empty). ``boundary=None``: all zeros."""
+    positions = np.arange(len(tokens), dtype=np.int64)
+    if boundary is None:
+        return np.zeros(len(tokens), np.int64)
+    marks = np.where(np.asarray(tokens) == boundary, positions, 0)
+    return np.maximum.accumulate(marks) if len(marks) else marks
 
 
 class TrainBatches(keras.utils.PyDataset):
@@ -81,6 +118,10 @@ class TrainBatches(keras.utils.PyDataset):
     epoch). Windows are cut from the int32 token array by fancy indexing (``window_inputs``).
     Pass ``shuffle=False`` to ``fit``: Keras would otherwise shuffle the batch indices across
     all the epochs this dataset spans.
+
+    ``min_prefix > 0`` (thesis 4.2): each batch uses its own prefix length, uniform in
+    ``min_prefix .. prefix`` and seeded by (seed, epoch, step) like the permutation; the batch
+    is still ``prefix`` wide, the words beyond its length padded and masked.
     """
 
     def __init__(
@@ -93,11 +134,15 @@ class TrainBatches(keras.utils.PyDataset):
         seed: int,
         first_epoch: int,
         epochs: int,
+        min_prefix: int = 0,
     ) -> None:
         super().__init__()
+        if min_prefix and not 1 <= min_prefix <= prefix:
+            raise ValueError(f"min_prefix must lie in [1, prefix={prefix}], got {min_prefix}.")
         self.tokens, self.targets = tokens, np.asarray(targets, dtype=np.int64)
         self.order, self.prefix, self.batch_size = order, prefix, batch_size
         self.seed, self.first_epoch, self.epochs = seed, first_epoch, epochs
+        self.min_prefix = min_prefix
         self.steps_per_epoch = max(1, len(self.targets) // batch_size)
         self._cached: tuple[int, np.ndarray] | None = None
 
@@ -119,23 +164,43 @@ class TrainBatches(keras.utils.PyDataset):
         order = self.permutation(self.first_epoch + epoch)
         return self.targets[order[step * self.batch_size : (step + 1) * self.batch_size]]
 
+    def batch_prefix(self, index: int) -> int:
+        """Prefix length of batch ``index``: ``prefix``, or drawn in ``min_prefix .. prefix``."""
+        if not self.min_prefix:
+            return self.prefix
+        epoch, step = divmod(int(index), self.steps_per_epoch)
+        rng = np.random.default_rng([int(self.seed), 7877, self.first_epoch + epoch, step])
+        return int(rng.integers(self.min_prefix, self.prefix + 1))
+
     def __getitem__(self, index: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         chosen = self.batch_targets(index)
-        return window_inputs(self.tokens, chosen, self.order, self.prefix), self.tokens[chosen]
+        x = window_inputs(self.tokens, chosen, self.order, self.prefix)
+        if self.min_prefix:
+            length = self.batch_prefix(index)
+            x["prefix"][:, length:] = PAD_ID
+            x["prefix_length"] = np.minimum(x["prefix_length"], length)
+        return x, self.tokens[chosen]
 
 
 class ScoreBatches(keras.utils.PyDataset):
     """All ``targets`` in order, for scoring; the last batch is padded with sample weight 0
-    (every batch has one shape, so XLA compiles once)."""
+    (every batch has one shape, so XLA compiles once). ``starts``: see ``window_inputs``."""
 
     def __init__(
-        self, tokens: np.ndarray, targets: np.ndarray, order: int, prefix: int, batch_size: int
+        self,
+        tokens: np.ndarray,
+        targets: np.ndarray,
+        order: int,
+        prefix: int,
+        batch_size: int,
+        starts: np.ndarray | None = None,
     ) -> None:
         super().__init__()
         if len(targets) == 0:
             raise ValueError("no targets to score.")
         self.tokens, self.targets = tokens, np.asarray(targets, dtype=np.int64)
         self.order, self.prefix, self.batch_size = order, prefix, batch_size
+        self.starts = starts
 
     def __len__(self) -> int:
         return -(-len(self.targets) // self.batch_size)
@@ -146,8 +211,87 @@ class ScoreBatches(keras.utils.PyDataset):
         if len(chosen) < self.batch_size:
             weight[len(chosen) :] = 0.0
             chosen = np.concatenate([chosen, np.full(self.batch_size - len(chosen), chosen[-1])])
-        x = window_inputs(self.tokens, chosen, self.order, self.prefix)
+        x = window_inputs(self.tokens, chosen, self.order, self.prefix, self.starts)
         return x, self.tokens[chosen], weight
+
+
+@keras.saving.register_keras_serializable(package=PACKAGE)
+class PrefixAttentionPooling(AttentionPooling):
+    """Attention over the prefix (thesis 2.2.2), optionally aware of distance (thesis 4.2).
+
+    The prefix comes nearest word first, so step ``j`` is the word ``n + j`` positions before
+    the predicted one. ``prefix`` is the trained prefix length p: distances seen in training are
+    ``j = 0 .. p-1``; longer prefixes reuse the parameter of ``j = p-1`` (clipped), so the layer
+    accepts any length T. ``position_aware``:
+
+    - ``"none"``: ``AttentionPooling`` exactly (``e_j = tanh(W_hc h_j + b_hc)``, ``alpha =
+      softmax(e)``, ``c = sum_j alpha_j h_j``), the thesis's model.
+    - ``"bias"`` (the primary method): ``e_j = tanh(W_hc h_j + b_hc) + beta_{min(j, p-1)}``,
+      one learned scalar per distance (weight ``distance_bias``, shape (p,), zeros at start).
+      Why: ``alpha_j ~ exp(beta_j) exp(content energy)``, so ``beta`` is a learned log-prior
+      over distances multiplied into the content attention -- interpretable (plot ``beta``),
+      p parameters, and it is added outside the tanh, so position can outweigh the content
+      energies (which the tanh bounds to [-1, 1], a weight ratio of at most e^2). ``c`` stays a
+      convex combination of the same word features h_j, and with ``beta = 0`` the model is
+      the thesis's, so plain and position-aware runs differ only in this term. Clipping keeps
+      it defined at distances never trained. Caveat: like ``W_hc``, ``beta`` learns only as
+      fast as the content attention does; under the thesis's plain SGD its gradients start
+      near 1e-6 (the prefix words' h_j barely differ at initialisation), so it needs many
+      updates to move.
+    - ``"embedding"``: ``h'_j = h_j + P_{min(j, p-1)}`` (weight ``distance_embedding``,
+      shape (p, S), zeros at start) and the thesis's attention over ``h'``; this also moves
+      the context vector ``c = sum_j alpha_j h'_j`` (the head sees the weighted distances),
+      and ``P`` gets the gradient of ``c`` directly, so it moves from the first updates.
+
+    With ``return_attention=True`` returns ``(c, alpha, e)``, ``e`` including the bias.
+    """
+
+    def __init__(self, prefix: int, position_aware: str = "none", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if position_aware not in POSITION_AWARE:
+            raise ValueError(
+                f"position_aware must be one of {POSITION_AWARE}, got {position_aware!r}."
+            )
+        if prefix < 1:
+            raise ValueError(f"prefix must be at least 1, got {prefix}.")
+        self.prefix = int(prefix)
+        self.position_aware = position_aware
+
+    def build(self, input_shape: tuple) -> None:
+        super().build(input_shape)
+        if self.position_aware == "bias":
+            self.distance_bias = self.add_weight(
+                name="distance_bias", shape=(self.prefix,), initializer="zeros"
+            )
+        elif self.position_aware == "embedding":
+            self.distance_embedding = self.add_weight(
+                name="distance_embedding", shape=(self.prefix, input_shape[-1]), initializer="zeros"
+            )
+
+    def distance_index(self, steps: Any) -> Any:
+        """``min(j, p-1)`` for ``j = 0 .. steps-1``: which distance parameter step j uses."""
+        return ops.minimum(ops.arange(steps), self.prefix - 1)
+
+    def call(self, h: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
+        if self.position_aware == "none":
+            return super().call(h, mask=mask, lengths=lengths)
+        steps = h.shape[1] if h.shape[1] is not None else ops.shape(h)[1]
+        index = self.distance_index(steps)
+        if self.position_aware == "embedding":
+            h = h + ops.expand_dims(ops.take(self.distance_embedding, index, axis=0), 0)
+        e = self.energies(h)
+        if self.position_aware == "bias":
+            e = e + ops.expand_dims(ops.take(self.distance_bias, index, axis=0), 0)
+        alpha = masked_softmax(e, sequence_mask(steps, mask, lengths))
+        c = ops.einsum("bt,btd->bd", alpha, h)
+        return (c, alpha, e) if self.return_attention else c
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "prefix": self.prefix,
+            "position_aware": self.position_aware,
+        }
 
 
 def _head(
@@ -184,17 +328,21 @@ def attention_lm(
     hidden: int = HIDDEN,
     weight_decay: float = WEIGHT_DECAY,
     name: str | None = None,
+    position_aware: str = "none",
 ) -> keras.Model:
     """The attention-prefix LM of thesis 2.2.2: an n-gram window plus a p-word prefix.
 
     ``h_i = relu(W_wh E(w_i) + b_wh)`` over the prefix (``W_wh`` is S x S),
     ``e_i = tanh(W_hc h_i + b_hc)``, ``alpha = softmax(e)`` over the real prefix words,
     ``c = sum_i alpha_i h_i``; ``m = (c, E(w_{t-n+2}), ..., E(w_t))`` then goes through the
-    head of 2.2.1, so ``W_mh`` is H x nS.
+    head of 2.2.1, so ``W_mh`` is H x nS. The prefix input takes any length (p is the trained
+    one); ``position_aware``: see ``PrefixAttentionPooling`` (thesis 4.2).
     """
     if prefix < 1:
         raise ValueError(f"prefix must be at least 1 for the attention model, got {prefix}.")
-    return language_model(vocab_size, order, prefix, embedding_dim, hidden, weight_decay, name)
+    return language_model(
+        vocab_size, order, prefix, embedding_dim, hidden, weight_decay, name, position_aware
+    )
 
 
 def language_model(
@@ -205,12 +353,15 @@ def language_model(
     hidden: int = HIDDEN,
     weight_decay: float = WEIGHT_DECAY,
     name: str | None = None,
+    position_aware: str = "none",
 ) -> keras.Model:
     """``bengio_lm`` when ``prefix == 0``, else ``attention_lm`` (thesis 2.2.1 / 2.2.2)."""
     if order < 2:
         raise ValueError(f"order must be at least 2 (n-1 >= 1 context words), got {order}.")
     if prefix < 0:
         raise ValueError(f"prefix must be >= 0, got {prefix}.")
+    if position_aware != "none" and not prefix:
+        raise ValueError("position_aware needs an attention model (prefix >= 1).")
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2, got {vocab_size}.")
     window = keras.Input((order - 1,), dtype="int32", name="window")
@@ -218,23 +369,42 @@ def language_model(
     m = keras.layers.Reshape(((order - 1) * embedding_dim,), name="window_features")(embed(window))
     inputs = {"window": window}
     if prefix:
-        words = keras.Input((prefix,), dtype="int32", name="prefix")
+        words = keras.Input((None,), dtype="int32", name="prefix")  # any length (thesis 4.2)
         lengths = keras.Input((), dtype="int32", name="prefix_length")
         h = keras.layers.Dense(embedding_dim, "relu", name="W_wh")(embed(words))
-        c, _, _ = AttentionPooling(return_attention=True, name="attention")(h, lengths=lengths)
+        attention = PrefixAttentionPooling(
+            prefix, position_aware, return_attention=True, name="attention"
+        )
+        c, _, _ = attention(h, lengths=lengths)
         m = keras.layers.Concatenate(name="m")([c, m])
         inputs.update(prefix=words, prefix_length=lengths)
     logits = _head(m, vocab_size, hidden, weight_decay)
     default = f"{order}gram" + (f"_prefix{prefix}" if prefix else "")
+    default += f"_{position_aware}" if position_aware != "none" else ""
     return keras.Model(inputs, logits, name=name or default)
 
 
 def model_shape(model: keras.Model) -> tuple[int, int]:
-    """``(order, prefix)`` of a model built by ``language_model`` (read from its inputs)."""
+    """``(order, prefix)`` of a model built by ``language_model``; ``prefix`` is the trained
+    prefix length (the attention layer's), or the prefix input's width for a model saved
+    before the prefix length became variable."""
     shapes = {t.name.split(":")[0]: t.shape for t in model.inputs}
     order = int(shapes["window"][1]) + 1
-    prefix = int(shapes["prefix"][1]) if "prefix" in shapes else 0
-    return order, prefix
+    if "prefix" not in shapes:
+        return order, 0
+    attention = model.get_layer("attention")
+    if isinstance(attention, PrefixAttentionPooling):
+        return order, attention.prefix
+    return order, int(shapes["prefix"][1])
+
+
+def position_awareness(model: keras.Model) -> str:
+    """``"none"``, ``"bias"`` or ``"embedding"``: how the model's attention sees distance."""
+    try:
+        attention = model.get_layer("attention")
+    except ValueError:
+        return "none"
+    return getattr(attention, "position_aware", "none")
 
 
 @dataclass(frozen=True)
@@ -246,17 +416,21 @@ class PrefixAttention:
     weights: np.ndarray
 
 
-def prefix_attention(model: keras.Model, ids: np.ndarray) -> list[PrefixAttention]:
+def prefix_attention(
+    model: keras.Model, ids: np.ndarray, prefix: int | None = None
+) -> list[PrefixAttention]:
     """Attention weights of every window's prefix in the sentence ``ids`` (thesis 3.2.4).
 
     For each target position ``t`` with at least one prefix word (``order <= t <= len(ids)``;
     ``t = len(ids)`` predicts the word after the sentence), returns the prefix word positions
     in reading order and their weights alpha (summing to 1). Words of a sentence shorter than
-    the prefix are simply absent (masked), as at the start of a corpus part.
+    the prefix are simply absent (masked), as at the start of a corpus part. ``prefix``: how
+    many prefix words to give the model (default: its trained prefix; thesis 4.2).
     """
-    order, prefix = model_shape(model)
-    if prefix == 0:
+    order, trained = model_shape(model)
+    if trained == 0:
         raise ValueError("prefix_attention needs an attention LM (a model with a prefix input).")
+    prefix = prefix or trained
     ids = np.asarray(ids, dtype=np.int32)
     targets = np.arange(order, len(ids) + 1)
     if targets.size == 0:

@@ -6,6 +6,14 @@
     python -m thesis_repro.lm grid --table ptb --preset cpu   # PTB: 5-gram vs 5-gram + 5
     python -m thesis_repro.lm report                          # tables and figures from records
 
+Future work of thesis 4.2 (same corpus and preset as Table 3.1, whose runs they reuse):
+
+    python -m thesis_repro.lm grid --table future-prefix --preset cpu    # train x eval prefix
+    python -m thesis_repro.lm grid --table future-position --preset cpu  # distance-aware attention
+    python -m thesis_repro.lm --prefix 5 --eval-prefix 10 20 sentence   # one run, more evals
+    python -m thesis_repro.lm evaluate                 # fill in missing eval-prefix scores
+    python -m thesis_repro.lm show-attention --checkpoint RUN.json [RUN2.json] --sentence "..."
+
 Methods (thesis 2.2, 3.2; SPEC E4):
 - Corpus (thesis 3.2.1): ``--corpus PATH``, or ``$THESIS_REPRO_DATA/<--corpus-name>`` (default
   ``eltec-pol``, the stand-in for the thesis's 7 M words of Polish Wikipedia), prepared by
@@ -28,10 +36,25 @@ Methods (thesis 2.2, 3.2; SPEC E4):
   full batches only (at most batch - 1 targets are left out per epoch, different ones each time).
 - Scores: validation perplexity ``exp(mean NLL)`` after every epoch, test perplexity at the end
   (of the last epoch's model), both over all targets of the part.
+- Thesis 4.2, prefix-length generalisation: a finished attention model is scored on the test
+  part again with other prefix lengths (``--eval-prefix 10 20 50``; the same weights, the prefix
+  input takes any length) or with the history back to the previous ``<eos>``
+  (``--eval-prefix sentence``: in eltec-pol a line is a paragraph, ~37 tokens on average, and
+  under the cpu preset a test target's history averages ~44 words; at most ``HISTORY_CAP`` =
+  200 words; a corpus without ``<eos>``, like the synthetic one, gives the last 200 words).
+  ``--min-prefix K`` trains with a prefix length drawn uniformly in ``K..--prefix`` for every
+  minibatch (padded to ``--prefix`` and masked). Scores go to
+  ``summary.eval_prefix`` of the run's record (``{"10": ppl, "sentence": ppl}``), with the mean
+  number of prefix words actually seen in ``summary.eval_prefix_words``.
+- Thesis 4.2, position awareness: ``--position-aware bias`` adds a learned per-distance bias to
+  the attention energies (the primary method), ``embedding`` a learned distance embedding to the
+  prefix words' h_i (``language_models.PrefixAttentionPooling`` says why).
 
 Every run writes ``results/lm/<corpus>/<table>/<run>.json`` after each epoch and a ``.keras``
 checkpoint beside it; an interrupted run (even ``kill -9``) continues from its last checkpoint
-when the same command is run again, and finished runs are skipped.
+when the same command is run again, and finished runs are skipped. A finished run keeps its
+final model, ``checkpoints/<run>-final.keras``, so it can be scored again later (``evaluate``,
+``show-attention``); the per-epoch checkpoints are deleted.
 """
 
 from __future__ import annotations
@@ -52,7 +75,13 @@ from typing import Any
 import numpy as np
 
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
-from thesis_repro.records import RESULTS_DIR, RunRecord, load_records
+from thesis_repro.records import (
+    RESULTS_DIR,
+    RunRecord,
+    load_record,
+    load_records,
+    write_json_atomic,
+)
 
 EXPERIMENT = "lm"
 FIRST_TARGET = 9  # first scored position of each part: the 10-gram's (and 5-gram + 5's) context
@@ -60,6 +89,10 @@ DATA_ENV = "THESIS_REPRO_DATA"
 DEFAULT_CORPUS_NAME = "eltec-pol"
 SYNTHETIC = "synthetic"
 FIGURES_DIR = Path("figures")
+HISTORY_CAP = 200  # most prefix words of a "sentence" evaluation (thesis 4.2)
+SENTENCE = "sentence"  # eval prefix: back to the previous <eos>, at most HISTORY_CAP words
+EVAL_PREFIXES: tuple[int | str, ...] = (2, 5, 10, 20, 50, SENTENCE)  # thesis 4.2 columns
+POSITION_AWARE = ("none", "bias", "embedding")  # as language_models.POSITION_AWARE
 SYNTHETIC_NOTICE = (
     f"NOTE: no corpus given (--corpus PATH or {DATA_ENV}=DIR): training on the built-in "
     "SYNTHETIC corpus (thesis_repro.corpus.synthetic_corpus), not on real text."
@@ -125,6 +158,73 @@ TABLES: dict[str, Table] = {
 
 
 @dataclass(frozen=True)
+class Regime:
+    """One row of a future-work table (thesis 4.2): a model and how it is trained.
+
+    ``table`` is where its records live: ``"3.1"`` reuses the Table 3.1 runs (same config).
+    ``min_prefix > 0``: prefix length uniform in ``min_prefix .. prefix`` per minibatch.
+    """
+
+    order: int
+    prefix: int = 0
+    min_prefix: int = 0
+    position_aware: str = "none"
+    table: str = "3.1"
+
+    @property
+    def key(self) -> tuple[int, int, int, str]:
+        return (self.order, self.prefix, self.min_prefix, self.position_aware)
+
+
+@dataclass(frozen=True)
+class FutureTable:
+    """A thesis 4.2 experiment: regimes scored at several eval prefixes (``EVAL_PREFIXES``)."""
+
+    title: str
+    regimes: tuple[Regime, ...]
+    runtime: str  # of the cpu preset on this machine, beyond the Table 3.1 runs it reuses
+    variant: str = "thesis"
+    eval_prefixes: tuple[int | str, ...] = EVAL_PREFIXES
+    corpus_name: str = DEFAULT_CORPUS_NAME
+
+
+_REFERENCES = (Regime(5), Regime(10))  # n-gram rows of Table 3.1, for reference
+FUTURE_TABLES: dict[str, FutureTable] = {
+    "future-prefix": FutureTable(
+        "Thesis 4.2, prefix-length generalisation: test perplexity by training prefix (rows) "
+        "and evaluation prefix (columns)",
+        (
+            *_REFERENCES,
+            Regime(5, 2),
+            Regime(5, 5),
+            Regime(5, 20, table="future-prefix"),
+            Regime(5, 20, min_prefix=1, table="future-prefix"),
+        ),
+        runtime="cpu: 6 new runs (5-gram + 20, 5-gram + 1..20; 3 seeds) of 11-18 min, plus "
+        "~1 min of evaluations per attention run (12 with Table 3.1's): ~1.3-2 h when Table "
+        "3.1 is done (else it trains the 12 Table 3.1 runs first: +1.6-2.8 h)",
+    ),
+    "future-position": FutureTable(
+        "Thesis 4.2, position-aware attention: test perplexity by model (rows) and evaluation "
+        "prefix (columns)",
+        (
+            *_REFERENCES,
+            Regime(5, 5),
+            Regime(5, 5, position_aware="bias", table="future-position"),
+            Regime(5, 5, position_aware="embedding", table="future-position"),
+            Regime(5, 20, min_prefix=1, table="future-prefix"),
+            Regime(5, 20, min_prefix=1, position_aware="bias", table="future-position"),
+            Regime(5, 20, min_prefix=1, position_aware="embedding", table="future-position"),
+        ),
+        runtime="cpu: 12 new runs (5-gram + 5 and 5-gram + 1..20, each with distance bias and "
+        "with distance embedding; 3 seeds) of 9-15 min (prefix 5) and 11-18 min (prefix 20), "
+        "evaluations included: ~2-3.3 h when Table 3.1 and future-prefix are done (else "
+        "+35-55 min for the plain 5-gram + 1..20, +1.6-2.8 h for Table 3.1)",
+    ),
+}
+
+
+@dataclass(frozen=True)
 class Preset:
     """Scale of a grid: corpus size and vocabulary, epochs, instances (seeds), batch size.
 
@@ -167,7 +267,11 @@ PRESETS: dict[str, Preset] = {
             "130-230 ms per update, ~7 s per scoring of the valid part, so 8-14 min per run: "
             "Table 3.1 (12 runs) 1.6-2.8 h, Table 3.2 (9 runs) 1.2-2.1 h. PTB (all of it: "
             "V = 10,000, 930k train words, 4 epochs): 300-350 ms per update under the same "
-            "load, ~21 min per run, 6 runs ~2 h. "
+            "load, ~21 min per run, 6 runs ~2 h. Thesis 4.2 tables (same corpus settings, so "
+            "they reuse the Table 3.1 runs): 125-145 ms per update with a 5-word prefix, "
+            "150-260 ms with 20 words (measured under the same load), ~1 min to score the test "
+            "part at the 6 eval prefixes; future-prefix (6 new runs) ~1.3-2 h, future-position "
+            "(12 new runs) ~2-3.3 h. "
             "On a GPU: minutes per table. Expect the thesis's ordering and gaps (5-gram worst, "
             "5-gram + 5 best), not its absolute perplexities (other corpus, V, training length)"
         ),
@@ -201,7 +305,10 @@ PRESETS: dict[str, Preset] = {
 class RunConfig:
     """One training run (everything that changes its result).
 
-    ``table`` is ``3.1``, ``3.2``, ``ptb`` or ``runs`` (single runs from the command line).
+    ``table`` is ``3.1``, ``3.2``, ``ptb``, ``future-prefix``, ``future-position`` or ``runs``
+    (single runs from the command line). ``min_prefix`` and ``position_aware`` (thesis 4.2)
+    came later: ``as_dict`` leaves them out at their defaults, so the records of earlier runs
+    keep matching their configs.
     """
 
     corpus: str
@@ -220,16 +327,46 @@ class RunConfig:
     embedding_dim: int = 100
     hidden: int = 200
     weight_decay: float = 1e-5
+    min_prefix: int = 0
+    position_aware: str = "none"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The config as stored in records: ``asdict`` without later fields at their defaults."""
+        values = asdict(self)
+        for field, default in _LATER_FIELDS.items():
+            if values[field] == default:
+                del values[field]
+        return values
 
     @property
     def model(self) -> str:
-        """Thesis label: ``5-gram``, ``10-gram``, ``5-gram + 5``."""
-        return f"{self.order}-gram" + (f" + {self.prefix}" if self.prefix else "")
+        """Thesis label: ``5-gram``, ``10-gram``, ``5-gram + 5``; thesis 4.2: ``5-gram + 1..20``,
+        ``5-gram + 5, distance bias``."""
+        return model_label(self.order, self.prefix, self.min_prefix, self.position_aware)
 
     @property
     def name(self) -> str:
         model = f"{self.order}gram" + (f"+{self.prefix}" if self.prefix else "")
+        if self.min_prefix:
+            model = f"{self.order}gram+{self.min_prefix}-{self.prefix}"
+        if self.position_aware != "none":
+            model += "-pos" + {"bias": "bias", "embedding": "emb"}[self.position_aware]
         return f"{self.preset}-{model}-{self.variant}-seed{self.seed}"
+
+
+_LATER_FIELDS: dict[str, Any] = {"min_prefix": 0, "position_aware": "none"}
+
+
+def model_label(
+    order: int, prefix: int = 0, min_prefix: int = 0, position_aware: str = "none"
+) -> str:
+    """``5-gram``, ``5-gram + 5``, ``5-gram + 1..20``, ``5-gram + 5, distance bias``."""
+    label = f"{order}-gram"
+    if prefix:
+        label += f" + {min_prefix}..{prefix}" if min_prefix else f" + {prefix}"
+    if position_aware != "none":
+        label += f", distance {position_aware}"
+    return label
 
 
 class LMError(ValueError):
@@ -242,6 +379,18 @@ def check_config(config: RunConfig) -> None:
         raise LMError(f"--order must be at least 2 (an n-gram sees n-1 words), got {config.order}")
     if config.prefix < 0:
         raise LMError(f"--prefix must be 0 (no attention) or more words, got {config.prefix}")
+    if config.min_prefix and not 1 <= config.min_prefix < config.prefix:
+        raise LMError(
+            f"--min-prefix must lie in 1..{config.prefix - 1} (below --prefix "
+            f"{config.prefix}), got {config.min_prefix}"
+        )
+    if config.position_aware not in POSITION_AWARE:
+        raise LMError(
+            f"--position-aware must be one of {', '.join(POSITION_AWARE)}, got "
+            f"{config.position_aware!r}"
+        )
+    if config.position_aware != "none" and not config.prefix:
+        raise LMError("--position-aware needs an attention model: pass --prefix 1 or more")
     if config.order - 1 > config.first_target:
         raise LMError(
             f"a {config.order}-gram needs {config.order - 1} words before its first target, "
@@ -359,14 +508,97 @@ def scored_targets(part_length: int, first_target: int = FIRST_TARGET) -> np.nda
 # --- scoring --------------------------------------------------------------------------------
 
 
-def perplexity(model: Any, tokens: np.ndarray, config: RunConfig, batch_size: int = 1000) -> float:
-    """``exp(mean NLL)`` of ``model`` over the scored targets of ``tokens`` (no weight decay)."""
+def perplexity(
+    model: Any,
+    tokens: np.ndarray,
+    config: RunConfig,
+    batch_size: int = 1000,
+    eval_prefix: int | str | None = None,
+    boundary: int | None = None,
+) -> float:
+    """``exp(mean NLL)`` of ``model`` over the scored targets of ``tokens`` (no weight decay).
+
+    ``eval_prefix`` (thesis 4.2): give the model that many prefix words instead of its trained
+    ``config.prefix``, or ``"sentence"``: the words back to the last ``boundary`` token
+    (``<eos>``) before the window, at most ``HISTORY_CAP``. The trained prefix gives exactly
+    the inputs, and so the perplexity, of ``eval_prefix=None``.
+    """
     from thesis_repro.language_models import ScoreBatches
 
     targets = scored_targets(len(tokens), config.first_target)
-    batches = ScoreBatches(tokens, targets, config.order, config.prefix, batch_size)
+    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
+    batches = ScoreBatches(tokens, targets, config.order, prefix, batch_size, starts)
     nll = model.evaluate(batches, verbose=0, return_dict=True)["nll"]
     return float(math.exp(nll))
+
+
+def _eval_inputs(
+    tokens: np.ndarray, config: RunConfig, eval_prefix: int | str | None, boundary: int | None
+) -> tuple[int, np.ndarray | None]:
+    """Prefix width and ``starts`` (``window_inputs``) of an evaluation prefix."""
+    from thesis_repro.language_models import sentence_starts
+
+    if eval_prefix is None:
+        return config.prefix, None
+    if not config.prefix:
+        raise LMError(f"{config.model} has no prefix to evaluate with other lengths")
+    if eval_prefix == SENTENCE:
+        return HISTORY_CAP, sentence_starts(tokens, boundary)
+    return int(eval_prefix), None
+
+
+def prefix_words(
+    tokens: np.ndarray, config: RunConfig, eval_prefix: int | str, boundary: int | None
+) -> float:
+    """Mean number of real prefix words per scored target under ``eval_prefix``."""
+    targets = scored_targets(len(tokens), config.first_target)
+    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
+    nearest = targets - config.order  # position of the first prefix word
+    first = starts[np.maximum(nearest, 0)] if starts is not None else np.zeros_like(nearest)
+    return float(np.clip(nearest - first + 1, 0, prefix).mean())
+
+
+def parse_eval_prefix(text: str | int) -> int | str:
+    """``"20"`` -> 20, ``"sentence"`` -> ``"sentence"``; anything else is an error."""
+    if isinstance(text, int) or str(text).isdigit():
+        if int(text) < 1:
+            raise LMError(f"an eval prefix must be at least 1 word, got {text}")
+        return int(text)
+    if text == SENTENCE:
+        return SENTENCE
+    raise LMError(f"--eval-prefix takes word counts or {SENTENCE!r}, got {text!r}")
+
+
+def _eval_order(key: str) -> tuple[int, int]:
+    return (1, 0) if key == SENTENCE else (0, int(key))
+
+
+def eval_prefix_scores(
+    model: Any,
+    corpus: Corpus,
+    config: RunConfig,
+    eval_prefixes: Sequence[int | str],
+    verbose: int = 0,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Test perplexity and mean prefix words for each eval prefix (thesis 4.2), same weights."""
+    from thesis_repro.corpus import EOS
+
+    boundary = corpus.word_to_id.get(EOS)
+    scores, words = {}, {}
+    for eval_prefix in eval_prefixes:
+        started = time.time()
+        key = str(eval_prefix)
+        scores[key] = perplexity(
+            model, corpus.test, config, config.batch_size, eval_prefix, boundary
+        )
+        words[key] = prefix_words(corpus.test, config, eval_prefix, boundary)
+        if verbose:
+            print(
+                f"[eval] {config.name}: prefix {key} ({words[key]:.1f} words on average): "
+                f"test perplexity {scores[key]:.2f} ({time.time() - started:.0f} s)",
+                flush=True,
+            )
+    return scores, words
 
 
 # --- one run --------------------------------------------------------------------------------
@@ -387,6 +619,7 @@ def build_model(config: RunConfig, vocab_size: int, jit_compile: bool = True) ->
         config.embedding_dim,
         config.hidden,
         config.weight_decay,
+        position_aware=config.position_aware,
     )
     model.compile(
         optimizer=keras.optimizers.SGD(
@@ -406,9 +639,28 @@ def record_path(config: RunConfig, results_dir: Path = RESULTS_DIR) -> Path:
     defaults (e.g. ``--epochs``) gets a short hash of the config appended to the name."""
     stem = config.name
     if config != preset_config(config):
-        digest = hashlib.sha256(json.dumps(asdict(config), sort_keys=True).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps(config.as_dict(), sort_keys=True).encode()).hexdigest()
         stem += f"-{digest[:8]}"
     return Path(results_dir) / EXPERIMENT / config.corpus / config.table / f"{stem}.json"
+
+
+def final_model_path(record_file: Path) -> Path:
+    """Where a finished run keeps its final model: ``checkpoints/<run>-final.keras``."""
+    return record_file.parent / "checkpoints" / f"{record_file.stem}-final.keras"
+
+
+def record_file_of(path: str | os.PathLike) -> Path:
+    """The record of a run from its record, final model or epoch checkpoint path."""
+    path = Path(path)
+    if path.suffix == ".json":
+        return path
+    stem = path.name.removesuffix(".keras")
+    for marker in ("-final", "-epoch"):
+        if marker in stem:
+            stem = stem[: stem.rindex(marker)]
+            break
+    folder = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    return folder / f"{stem}.json"
 
 
 def preset_config(config: RunConfig) -> RunConfig:
@@ -462,24 +714,37 @@ def run(
     verbose: int = 1,
     jit_compile: bool | None = None,
     callbacks: Sequence[Any] = (),
+    eval_prefixes: Sequence[int | str] = (),
 ) -> dict:
     """Train one configuration for ``config.epochs`` epochs (resuming); return its record.
 
     ``jit_compile``: XLA for the training and scoring steps (default: the preset's); it does
     not change the results beyond float rounding, so it is not part of the config.
+    ``eval_prefixes`` (thesis 4.2, attention models): after training, also score the test part
+    with these prefixes (``summary.eval_prefix``); a finished run gets the missing ones from
+    its final model.
     """
     import keras
 
     from thesis_repro.language_models import TrainBatches
-    from thesis_repro.training import EpochCheckpoint, remove_checkpoints, resume, set_seed
+    from thesis_repro.training import (
+        EpochCheckpoint,
+        remove_checkpoints,
+        resume,
+        save_model_atomic,
+        set_seed,
+    )
 
     check_config(config)
-    record = RunRecord(record_path(config, results_dir), asdict(config))
+    eval_prefixes = [parse_eval_prefix(e) for e in eval_prefixes] if config.prefix else []
+    record = RunRecord(record_path(config, results_dir), config.as_dict())
     try:
         record.start()
     except ValueError as e:
         raise LMError(str(e)) from None
     if record.finished:
+        if _missing_evals(record.data, eval_prefixes):
+            return evaluate_run(record.path, source, eval_prefixes, verbose, jit_compile)
         if verbose:
             print(f"[skip] {config.name}: finished ({record.path})", flush=True)
         return record.data
@@ -507,6 +772,7 @@ def run(
         config.seed,
         done,
         config.epochs,
+        config.min_prefix,
     )
     if verbose:
         where = f"resuming after epoch {done}" if done else "starting"
@@ -539,11 +805,144 @@ def run(
             verbose=verbose,
         )
     test = perplexity(model, corpus.test, config, config.batch_size)
-    record.finish(**summarize(record.data["epochs"], test))
+    save_model_atomic(model, final_model_path(record.path))
+    summary = summarize(record.data["epochs"], test) | _distance_summary(model)
+    if eval_prefixes:
+        scores, words = eval_prefix_scores(model, corpus, config, eval_prefixes, verbose)
+        summary |= {"eval_prefix": _sorted_evals(scores), "eval_prefix_words": _sorted_evals(words)}
+    record.finish(**summary)
     remove_checkpoints(record)
     if verbose:
         print(f"[done] {config.name}: test perplexity {test:.2f}", flush=True)
     return record.data
+
+
+def _sorted_evals(scores: dict[str, float]) -> dict[str, float]:
+    return {k: scores[k] for k in sorted(scores, key=_eval_order)}
+
+
+def _distance_summary(model: Any) -> dict[str, Any]:
+    """The learned per-distance attention bias beta_j of a ``bias`` model (thesis 4.2)."""
+    try:
+        attention = model.get_layer("attention")
+    except ValueError:
+        return {}
+    if getattr(attention, "position_aware", "none") != "bias":
+        return {}
+    return {"distance_bias": [float(b) for b in np.asarray(attention.distance_bias)]}
+
+
+def _missing_evals(record: dict, eval_prefixes: Sequence[int | str]) -> list[int | str]:
+    done = record.get("summary", {}).get("eval_prefix", {})
+    return [e for e in eval_prefixes if str(e) not in done]
+
+
+def record_source(record: dict, data_dir: str | None = None) -> CorpusSource:
+    """The corpus a finished run was trained on: its recorded source path, else the corpus of
+    that name in ``data_dir`` (``$THESIS_REPRO_DATA``), else (``synthetic``) the built-in one."""
+    name = record["config"]["corpus"]
+    if name == SYNTHETIC:
+        return CorpusSource(SYNTHETIC, None)
+    recorded = Path(record.get("corpus", {}).get("source", ""))
+    if str(recorded) and recorded.exists():
+        return CorpusSource(name, recorded)
+    source = resolve_corpus(None, name, data_dir or os.environ.get(DATA_ENV))
+    if source.synthetic:
+        raise CorpusError(
+            f"the corpus {name!r} of {record.get('path', 'a record')} is not at "
+            f"{recorded}; set {DATA_ENV} to the folder that holds it"
+        )
+    return source
+
+
+def load_run_model(path: str | os.PathLike, jit_compile: bool | None = None) -> Any:
+    """The final model of a finished run (record, final model or checkpoint path), compiled as
+    for training, ready for ``perplexity`` or ``language_models.prefix_attention``.
+
+    A model saved before the prefix input took any length (a fixed ``(batch, p)`` input) is
+    rebuilt from the run's record with the same weights, so it takes other prefixes too.
+    """
+    import keras
+
+    import thesis_repro.language_models  # noqa: F401  (registers the model's layers)
+
+    path = Path(path)
+    model_file = path if path.suffix == ".keras" else final_model_path(path)
+    if not model_file.exists():
+        raise LMError(
+            f"no model at {model_file}: runs finished before final models were kept cannot "
+            "be scored again; delete the record to train the run again"
+        )
+    model = keras.saving.load_model(model_file)
+    widths = [t.shape[1] for t in model.inputs if t.name.split(":")[0] == "prefix"]
+    record = load_record(record_file_of(path))
+    if widths and widths[0] is not None and record is not None:
+        fresh = build_model(
+            RunConfig(**record["config"]), record["corpus"]["vocab_size"], model.jit_compile
+        )
+        for layer in model.layers:
+            if layer.weights:
+                fresh.get_layer(layer.name).set_weights(layer.get_weights())
+        model = fresh
+    if jit_compile is not None:
+        model.jit_compile = jit_compile
+    return model
+
+
+def evaluate_run(
+    path: str | os.PathLike,
+    source: CorpusSource | None = None,
+    eval_prefixes: Sequence[int | str] = EVAL_PREFIXES,
+    verbose: int = 1,
+    jit_compile: bool | None = None,
+) -> dict:
+    """Fill in the missing ``summary.eval_prefix`` scores of a finished run from its final
+    model (thesis 4.2); returns the record. Runs without a prefix, or unfinished, are left."""
+    path = record_file_of(path)
+    record = load_record(path)
+    if record is None:
+        raise LMError(f"no record at {path}")
+    config = RunConfig(**record["config"])
+    missing = _missing_evals(record, [parse_eval_prefix(e) for e in eval_prefixes])
+    if not record.get("finished") or not config.prefix or not missing:
+        return record
+    if not final_model_path(path).exists():
+        if verbose:
+            print(
+                f"[no model] {config.name}: {final_model_path(path)} is missing, so eval "
+                "prefixes cannot be scored; delete the record to train the run again",
+                flush=True,
+            )
+        return record
+    source = source or record_source(record)
+    corpus = load_lm_corpus(source, config, progress=bool(verbose))
+    if jit_compile is None:
+        jit_compile = record.get("jit_compile", PRESETS[config.preset].jit_compile)
+    model = load_run_model(path, jit_compile)
+    scores, words = eval_prefix_scores(model, corpus, config, missing, verbose)
+    summary = record["summary"]
+    summary["eval_prefix"] = _sorted_evals({**summary.get("eval_prefix", {}), **scores})
+    summary["eval_prefix_words"] = _sorted_evals({**summary.get("eval_prefix_words", {}), **words})
+    write_json_atomic(path, record)
+    return record
+
+
+def evaluate_all(
+    results_dir: Path = RESULTS_DIR,
+    eval_prefixes: Sequence[int | str] = EVAL_PREFIXES,
+    tables: Sequence[str] | None = None,
+    verbose: int = 1,
+    jit_compile: bool | None = None,
+) -> list[dict]:
+    """``evaluate_run`` for every record under ``results/lm/`` (or its ``tables`` folders)."""
+    records = []
+    for path in sorted((Path(results_dir) / EXPERIMENT).glob("*/*/*.json")):
+        if tables and path.parent.name not in tables:
+            continue
+        record = load_record(path)
+        if record is not None and "config" in record:
+            records.append(evaluate_run(path, None, eval_prefixes, verbose, jit_compile))
+    return records
 
 
 def summarize(epochs: list[dict], test_perplexity: float | None = None) -> dict[str, Any]:
@@ -561,13 +960,40 @@ def summarize(epochs: list[dict], test_perplexity: float | None = None) -> dict[
 def table_runs(
     table: str, source: CorpusSource, preset: str, seeds: Sequence[int] = (), **overrides: Any
 ) -> list[RunConfig]:
-    """Every run of a thesis table under a preset: each model x each seed (instance)."""
+    """Every run of a thesis table under a preset: each model x each seed (instance).
+
+    A future-work table (thesis 4.2) lists its regimes' runs; those of Table 3.1 are the Table
+    3.1 runs themselves (same config, same record), so they are trained only once.
+    """
+    if table in FUTURE_TABLES:
+        future = FUTURE_TABLES[table]
+        return [
+            make_config(
+                source,
+                preset,
+                regime.table,
+                regime.order,
+                regime.prefix,
+                future.variant,
+                seed,
+                min_prefix=regime.min_prefix or None,
+                position_aware=regime.position_aware,
+                **overrides,
+            )
+            for seed in (seeds or PRESETS[preset].seeds)
+            for regime in future.regimes
+        ]
     spec = TABLES[table]
     return [
         make_config(source, preset, table, order, prefix, spec.variant, seed, **overrides)
         for seed in (seeds or PRESETS[preset].seeds)
         for order, prefix in spec.models
     ]
+
+
+def table_eval_prefixes(table: str) -> tuple[int | str, ...]:
+    """The eval prefixes a table's attention runs are scored with (none for Tables 3.x)."""
+    return FUTURE_TABLES[table].eval_prefixes if table in FUTURE_TABLES else ()
 
 
 def run_grid(
@@ -578,21 +1004,36 @@ def run_grid(
     seeds: Sequence[int] = (),
     verbose: int = 1,
     jit_compile: bool | None = None,
+    eval_prefixes: Sequence[int | str] | None = None,
     **overrides: Any,
 ) -> list[dict]:
-    """All runs of ``table`` (seed-major, so early stops still cover every model)."""
+    """All runs of ``table`` (seed-major, so early stops still cover every model); attention
+    runs of a future-work table are also scored at its eval prefixes (or ``eval_prefixes``)."""
     configs = table_runs(table, source, preset, seeds, **overrides)
+    if eval_prefixes is None:
+        eval_prefixes = table_eval_prefixes(table)
     records = []
     for index, config in enumerate(configs, 1):
         if verbose:
             print(f"=== {index}/{len(configs)} table {table}: {config.name}", flush=True)
-        records.append(run(config, source, results_dir, verbose, jit_compile))
+        records.append(run(config, source, results_dir, verbose, jit_compile, (), eval_prefixes))
     return records
 
 
 # --- outputs --------------------------------------------------------------------------------
 
-_GROUP_IGNORES = ("order", "prefix", "seed")
+_GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
+ModelKey = tuple[int, int, int, str]  # order, prefix, min_prefix, position_aware
+
+
+def _model_key(config: dict) -> ModelKey:
+    """A record's model: what ``_groups`` leaves out, apart from the seed."""
+    return (
+        config["order"],
+        config["prefix"],
+        config.get("min_prefix", 0),
+        config.get("position_aware", "none"),
+    )
 
 
 def _groups(records: list[dict]) -> dict[str, list[dict]]:
@@ -620,11 +1061,10 @@ def render_table(records: list[dict]) -> str:
     for group in _groups(records).values():
         config = group[0]["config"]
         spec = TABLES.get(config["table"])
-        models = list(spec.models) if spec else []
+        models: list[ModelKey] = [(o, p, 0, "none") for o, p in spec.models] if spec else []
         for r in group:
-            shape = (r["config"]["order"], r["config"]["prefix"])
-            if shape not in models:
-                models.append(shape)
+            if _model_key(r["config"]) not in models:
+                models.append(_model_key(r["config"]))
         vocab = {r.get("corpus", {}).get("vocab_size") for r in group} - {None}
         variant = VARIANTS[config["variant"]]
         title = spec.title if spec else "Single runs: test perplexity"
@@ -644,20 +1084,16 @@ def render_table(records: list[dict]) -> str:
             "|---|---|---|---|---|---|---|",
         ]
         finished = {
-            shape: [
-                r
-                for r in group
-                if r.get("finished") and (r["config"]["order"], r["config"]["prefix"]) == shape
-            ]
-            for shape in models
+            key: [r for r in group if r.get("finished") and _model_key(r["config"]) == key]
+            for key in models
         }
-        base = finished.get((5, 0))
+        base = finished.get((5, 0, 0, "none"))
         base_mean = _mean_std([r["summary"]["test_perplexity"] for r in base])[0] if base else None
         paper = spec.paper if spec else {}
-        for shape in models:
-            label = f"{shape[0]}-gram" + (f" + {shape[1]}" if shape[1] else "")
-            done = finished[shape]
-            started = [r for r in group if (r["config"]["order"], r["config"]["prefix"]) == shape]
+        for key in models:
+            label = model_label(*key)
+            done = finished[key]
+            started = [r for r in group if _model_key(r["config"]) == key]
             if done:
                 mean, std = _mean_std([r["summary"]["test_perplexity"] for r in done])
                 ours = _fmt(mean, std)
@@ -667,6 +1103,7 @@ def render_table(records: list[dict]) -> str:
                 ours, valid, ratio = "–", "–", "–"
             running = len(started) - len(done)
             count = f"{len(done)}" + (f" (+{running} unfinished)" if running else "")
+            shape = key[:2] if key[2:] == (0, "none") else None
             if shape in paper:
                 p_mean, p_std = paper[shape]
                 thesis = f"{p_mean:.2f} ± {p_std:.2f}"
@@ -694,14 +1131,14 @@ def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    by_model: dict[tuple[int, int], list[dict]] = {}
+    by_model: dict[ModelKey, list[dict]] = {}
     for r in records:
         if r["epochs"]:
-            by_model.setdefault((r["config"]["order"], r["config"]["prefix"]), []).append(r)
+            by_model.setdefault(_model_key(r["config"]), []).append(r)
     if not by_model:
         return None
     fig, ax = plt.subplots(figsize=(6, 4))
-    for index, (shape, runs) in enumerate(sorted(by_model.items())):
+    for index, (key, runs) in enumerate(sorted(by_model.items())):
         color = f"C{index}"
         length = max(len(r["epochs"]) for r in runs)
         curves = np.full((len(runs), length), np.nan)
@@ -709,7 +1146,7 @@ def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
             values = [e["valid_perplexity"] for e in r["epochs"]]
             curves[row, : len(values)] = values
         epochs = np.arange(1, length + 1)
-        label = f"{shape[0]}-gram" + (f" + {shape[1]}" if shape[1] else "")
+        label = model_label(*key)
         mean = np.nanmean(curves, 0)
         ax.plot(epochs, mean, "o-", color=color, ms=3, label=f"{label} ({len(runs)} runs)")
         if len(runs) > 1:
@@ -731,8 +1168,271 @@ def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
     return path
 
 
+def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, list[dict]]]:
+    """Records of a future-work table's regimes (from any table folder of the corpus), split
+    by scale (preset, overrides); only groups with a run of the table itself."""
+    spec = FUTURE_TABLES[table]
+    groups: dict[str, dict[Regime, list[dict]]] = {}
+    for r in records:
+        config = r["config"]
+        if config["variant"] != spec.variant:
+            continue
+        for regime in spec.regimes:
+            if regime.table == config["table"] and regime.key == _model_key(config):
+                ignore = (*_GROUP_IGNORES, "table")
+                key = json.dumps({k: v for k, v in config.items() if k not in ignore})
+                groups.setdefault(key, {}).setdefault(regime, []).append(r)
+    return {
+        key: group
+        for key, group in groups.items()
+        if any(r["config"]["table"] == table for runs in group.values() for r in runs)
+    }
+
+
+def _scores(runs: list[dict], column: str) -> dict[int, float]:
+    """Seed -> test perplexity of finished runs at eval prefix ``column`` (``"test"``: the
+    trained prefix; a run without a prefix scores the same in every column)."""
+    scores = {}
+    for r in runs:
+        summary = r.get("summary", {})
+        if not r.get("finished"):
+            continue
+        if column == "test" or not r["config"]["prefix"]:
+            scores[r["config"]["seed"]] = summary["test_perplexity"]
+        elif column in summary.get("eval_prefix", {}):
+            scores[r["config"]["seed"]] = summary["eval_prefix"][column]
+    return scores
+
+
+def _cell(runs: list[dict], column: str) -> str:
+    values = list(_scores(runs, column).values())
+    if not values:
+        return "–"
+    finished = sum(1 for r in runs if r.get("finished"))
+    return _fmt(*_mean_std(values)) + (
+        f" ({len(values)}/{finished})" if len(values) < finished else ""
+    )
+
+
+def _sentence_words(group: dict[Regime, list[dict]]) -> float | None:
+    for runs in group.values():
+        for r in runs:
+            words = r.get("summary", {}).get("eval_prefix_words", {})
+            if SENTENCE in words:
+                return float(words[SENTENCE])
+    return None
+
+
+def _column_label(column: str, sentence_words: float | None) -> str:
+    if column != SENTENCE:
+        return f"eval {column}"
+    mean = f", {sentence_words:.1f} on average" if sentence_words is not None else ""
+    return f"eval sentence (≤ {HISTORY_CAP} words{mean})"
+
+
+def render_future_table(table: str, records: list[dict]) -> str:
+    """Markdown for a thesis 4.2 table: test perplexity, mean ± std over instances, by model
+    (rows) and eval prefix (columns); with position-aware rows, the paired difference to the
+    same model without position awareness, and the learned distance biases."""
+    spec = FUTURE_TABLES[table]
+    columns = [str(e) for e in spec.eval_prefixes]
+    lines: list[str] = []
+    for group in _future_groups(table, records).values():
+        config = next(iter(group.values()))[0]["config"]
+        vocab = {r.get("corpus", {}).get("vocab_size") for runs in group.values() for r in runs}
+        vocab -= {None}
+        variant = VARIANTS[spec.variant]
+        words = _sentence_words(group)
+        lines += [
+            f"### {spec.title}",
+            "",
+            f"Corpus `{config['corpus']}` (max_words {config['max_words']:,}, min_count "
+            f"{config['min_count']}, V = {', '.join(f'{v:,}' for v in sorted(vocab)) or '?'}), "
+            f"preset `{config['preset']}`: {config['epochs']} epochs, batch "
+            f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
+            f"momentum {variant.momentum:g}; targets from position {config['first_target']}. "
+            "Test perplexity, mean ± sample std (ddof 1) over instances (seeds), each model "
+            "evaluated without retraining with the given number of prefix words; bold: the "
+            "trained prefix; `+ 1..20`: trained with a prefix length uniform in 1..20 per "
+            "minibatch; n-gram rows see no prefix (the same value in every column); "
+            "`(k/n)`: only k of n finished runs have that score so far "
+            "(`python -m thesis_repro.lm evaluate`).",
+            "",
+            "| model | instances | test (trained prefix) | "
+            + " | ".join(_column_label(c, words) for c in columns)
+            + " |",
+            "|---|---|---|" + "---|" * len(columns),
+        ]
+        for regime in spec.regimes:
+            runs = group.get(regime, [])
+            done = sum(1 for r in runs if r.get("finished"))
+            count = f"{done}" + (f" (+{len(runs) - done} unfinished)" if len(runs) > done else "")
+            cells = []
+            for column in columns:
+                text = _cell(runs, column)
+                trained = regime.prefix and column == str(regime.prefix)
+                cells.append(f"**{text}**" if trained and text != "–" else text)
+            lines.append(
+                f"| {model_label(*regime.key)} | {count} | {_cell(runs, 'test')} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        lines += _position_lines(spec, group, columns)
+        commands = sorted({r["command"] for runs in group.values() for r in runs})
+        lines += [
+            "",
+            "Produced by: "
+            + "; ".join(f"`{c}`" for c in commands[:3])
+            + (f" (and {len(commands) - 3} more)" if len(commands) > 3 else ""),
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _position_lines(
+    spec: FutureTable, group: dict[Regime, list[dict]], columns: list[str]
+) -> list[str]:
+    """Paired differences (aware - plain, same seeds) and the learned biases beta_j."""
+    aware = [g for g in spec.regimes if g.position_aware != "none"]
+    if not aware:
+        return []
+    lines = [
+        "",
+        "Position awareness minus the same model without it, paired by seed (negative: "
+        "position awareness helps); mean ± std over the seeds both have:",
+        "",
+        "| model | seeds | test (trained prefix) | "
+        + " | ".join(f"eval {c}" for c in columns)
+        + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
+    biases = []
+    for regime in aware:
+        plain = replace(regime, position_aware="none")
+        plain_runs = next((runs for g, runs in group.items() if g.key == plain.key), [])
+        cells, seeds = [], set()
+        for column in ["test", *columns]:
+            ours, theirs = _scores(group.get(regime, []), column), _scores(plain_runs, column)
+            paired = sorted(set(ours) & set(theirs))
+            seeds |= set(paired)
+            diffs = [ours[s] - theirs[s] for s in paired]
+            cells.append(_fmt(*_mean_std(diffs)) if diffs else "–")
+        lines.append(f"| {model_label(*regime.key)} | {len(seeds)} | " + " | ".join(cells) + " |")
+        betas = [
+            r["summary"]["distance_bias"]
+            for r in group.get(regime, [])
+            if r.get("finished") and "distance_bias" in r.get("summary", {})
+        ]
+        if betas:
+            mean = np.mean(np.asarray(betas, dtype=float), axis=0)
+            biases.append(
+                f"- {model_label(*regime.key)} ({len(betas)} runs): "
+                + ", ".join(f"{b:+.2f}" for b in mean)
+            )
+    if biases:
+        lines += [
+            "",
+            "Learned distance bias beta_j added to the attention energies, mean over runs, "
+            "j = 0 (the word just before the window) to p-1 (farther words use beta_(p-1)):",
+            "",
+            *biases,
+        ]
+    return lines
+
+
+def render_future_figure(
+    table: str, group: dict[Regime, list[dict]], path: Path, title: str
+) -> Path | None:
+    """Test perplexity against the eval prefix, one line per training regime (mean, error
+    bars: std over instances); n-gram rows as horizontal lines (thesis 4.2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = FUTURE_TABLES[table]
+    columns = [str(e) for e in spec.eval_prefixes]
+    x = np.arange(len(columns))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    families = sorted({(g.order, g.prefix, g.min_prefix) for g in spec.regimes if g.prefix})
+    lines = [g for g in spec.regimes if g.prefix]
+    for regime in spec.regimes:
+        runs = group.get(regime, [])
+        if not regime.prefix:
+            values = list(_scores(runs, "test").values())
+            if values:
+                ax.axhline(
+                    np.mean(values), color="0.4", lw=1, ls=(0, (1, 2)) if regime.order > 5 else "--"
+                )
+                ax.annotate(
+                    model_label(*regime.key),
+                    (x[-1], np.mean(values)),
+                    fontsize=7,
+                    ha="right",
+                    va="bottom",
+                    color="0.3",
+                )
+                drawn = True
+            continue
+        stats = [_scores(runs, c) for c in columns]
+        if not any(stats):
+            continue
+        mean = np.array([np.mean(list(s.values())) if s else np.nan for s in stats])
+        std = np.array([np.std(list(s.values()), ddof=1) if len(s) > 1 else 0.0 for s in stats])
+        color = f"C{families.index((regime.order, regime.prefix, regime.min_prefix))}"
+        style = {"none": "o-", "bias": "s--", "embedding": "^:"}[regime.position_aware]
+        count = max(len(s) for s in stats)
+        dodge = 0.06 * (lines.index(regime) - (len(lines) - 1) / 2)  # error bars apart
+        ax.errorbar(
+            x + dodge,
+            mean,
+            yerr=std,
+            fmt=style,
+            color=color,
+            ms=4,
+            capsize=2,
+            label=f"{model_label(*regime.key)} ({count} runs)",
+        )
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    words = _sentence_words(group)
+    labels = [
+        c if c != SENTENCE else "sentence" + (f"\n(~{words:.0f})" if words else "") for c in columns
+    ]
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("prefix words at evaluation (model trained with the prefix in its label)")
+    ax.set_ylabel("test perplexity")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _report_future(table: str, corpus_folder: Path, figures_dir: Path) -> str:
+    """Table text (also written to its folder's ``table.md``) and figure of a future table."""
+    records = load_records(corpus_folder)
+    text = render_future_table(table, records)
+    (corpus_folder / table / "table.md").write_text(text)
+    for key, group in _future_groups(table, records).items():
+        config = RunConfig(**next(iter(group.values()))[0]["config"])
+        name = f"lm_{table}_{corpus_folder.name}_{config.preset}"
+        if config != preset_config(config):
+            name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
+        title = f"{table} ({corpus_folder.name}, preset {config.preset}): test perplexity"
+        render_future_figure(table, group, Path(figures_dir) / f"{name}.pdf", title)
+    return text
+
+
 def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
-    """For every ``results/lm/<corpus>/<table>/``: ``table.md`` and its figure PDF(s)."""
+    """For every ``results/lm/<corpus>/<table>/``: ``table.md`` and its figure PDF(s); a
+    future-work table (thesis 4.2) also draws on the other tables' records of its corpus."""
     root = Path(results_dir) / EXPERIMENT
     parts = []
     for folder in sorted(p for p in root.glob("*/*") if p.is_dir()):
@@ -740,6 +1440,9 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
         if not records:
             continue
         corpus, table = folder.parent.name, folder.name
+        if table in FUTURE_TABLES:
+            parts.append(_report_future(table, folder.parent, Path(figures_dir)))
+            continue
         text = render_table(records)
         (folder / "table.md").write_text(text)
         parts.append(text)
@@ -756,6 +1459,34 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
             title = f"{what} ({corpus}, preset {config.preset}): validation perplexity"
             render_figure(group, Path(figures_dir) / f"{name}.pdf", title)
     return "\n".join(parts) if parts else f"no records under {root}\n"
+
+
+def show_attention(
+    paths: Sequence[str | os.PathLike],
+    sentence: str,
+    out: str | os.PathLike,
+    prefix: int | None = None,
+) -> Path:
+    """Thesis 3.2.4 attention examples of ``sentence`` for the runs at ``paths`` (records or
+    ``.keras`` models), one panel each; the vocabulary is the runs' corpus (its cache)."""
+    from thesis_repro.attention_examples import draw_attention_examples
+
+    models, titles, vocab, corpus = [], [], None, None
+    for path in map(Path, paths):
+        record = load_record(record_file_of(path))
+        if record is None:
+            raise LMError(f"no record of a run for {path} (looked for {record_file_of(path)})")
+        config = RunConfig(**record["config"])
+        if not config.prefix:
+            raise LMError(f"{path} is a {config.model} model: attention needs --prefix > 0")
+        corpus = load_lm_corpus(record_source(record), config, progress=False)
+        if vocab is not None and corpus.vocab != vocab:
+            raise LMError("the models were trained on different vocabularies")
+        vocab = corpus.vocab
+        models.append(load_run_model(path if path.suffix == ".keras" else record_file_of(path)))
+        titles.append(f"{config.model} (seed {config.seed})")
+    assert corpus is not None  # argparse requires a path
+    return draw_attention_examples(models, corpus, sentence, out, titles=titles, prefix=prefix)
 
 
 # --- command line ---------------------------------------------------------------------------
@@ -824,7 +1555,9 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
 
 
 def _wrap(text: str, indent: str = "") -> str:
-    return textwrap.fill(text, 96, initial_indent=indent, subsequent_indent=indent + "    ")
+    return textwrap.fill(
+        text, 96, initial_indent=indent, subsequent_indent=indent + "    ", break_on_hyphens=False
+    )
 
 
 def _presets_epilog() -> str:
@@ -839,7 +1572,8 @@ def train_parser() -> argparse.ArgumentParser:
         description=_wrap(
             "Train one language model of thesis 3.2 (Bengio n-gram LM, or with an "
             "attention-compressed prefix). Other commands: `python -m thesis_repro.lm grid "
-            "--help` (Tables 3.1/3.2, PTB), `python -m thesis_repro.lm report --help`."
+            "--help` (Tables 3.1/3.2, PTB, thesis 4.2 future work), `... lm report --help`, "
+            "`... lm evaluate --help`, `... lm show-attention --help`."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_presets_epilog()
@@ -867,8 +1601,36 @@ def train_parser() -> argparse.ArgumentParser:
         "0.85, eps0 0.15, decay 1e-5 (Table 3.2)",
     )
     parser.add_argument("--seed", type=int, default=0, help="instance: weights and data order")
+    parser.add_argument(
+        "--min-prefix",
+        type=int,
+        default=0,
+        metavar="K",
+        help="thesis 4.2: train with a prefix length drawn uniformly in K..--prefix for every "
+        "minibatch (default 0: always --prefix words)",
+    )
+    parser.add_argument(
+        "--position-aware",
+        choices=POSITION_AWARE,
+        default="none",
+        help="thesis 4.2: tell the attention how far back each prefix word is: bias = a "
+        "learned per-distance bias on the energies (primary), embedding = a learned distance "
+        "embedding added to h_i (default: none, the thesis's model)",
+    )
+    _add_eval_prefix(parser, "after training, also score the test part")
     _add_common(parser, grid=False)
     return parser
+
+
+def _add_eval_prefix(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--eval-prefix",
+        nargs="+",
+        metavar="N|sentence",
+        help=f"thesis 4.2: {what} of an attention model with other prefixes, same weights: N "
+        f"words, or 'sentence' = back to the previous <eos> (at most {HISTORY_CAP} words); "
+        "stored in the record's summary.eval_prefix",
+    )
 
 
 def grid_parser() -> argparse.ArgumentParser:
@@ -881,11 +1643,23 @@ def grid_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="tables:\n"
         + "\n".join(f"  {k}: {t.title}" for k, t in TABLES.items())
+        + "\n"
+        + "\n".join(
+            _wrap(
+                f"{k}: {t.title}. Rows: {'; '.join(model_label(*g.key) for g in t.regimes)}. "
+                f"Eval prefixes: {', '.join(map(str, t.eval_prefixes))}. {t.runtime}.",
+                "  ",
+            )
+            for k, t in FUTURE_TABLES.items()
+        )
         + "\n\n"
         + _presets_epilog(),
     )
     parser.add_argument(
-        "--table", choices=tuple(TABLES), default="3.1", help="model set (default: %(default)s)"
+        "--table",
+        choices=(*TABLES, *FUTURE_TABLES),
+        default="3.1",
+        help="model set (default: %(default)s); future-*: thesis 4.2, reusing Table 3.1's runs",
     )
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="instances to run (default: the preset's)"
@@ -897,7 +1671,75 @@ def grid_parser() -> argparse.ArgumentParser:
         help="directory for figure PDFs (default: %(default)s)",
     )
     parser.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
+    _add_eval_prefix(parser, "override the table's eval prefixes: score the test part")
     _add_common(parser, grid=True)
+    return parser
+
+
+def evaluate_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m thesis_repro.lm evaluate",
+        description=_wrap(
+            "Thesis 4.2: score finished attention runs on the test part with other prefixes "
+            "(same weights, from each run's final model) and store the missing scores in their "
+            "records (summary.eval_prefix). Then render the tables."
+        ),
+    )
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS_DIR, help="records (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--table",
+        nargs="+",
+        metavar="TABLE",
+        help="only the runs under these table folders (e.g. 3.1 future-prefix; default: all)",
+    )
+    parser.add_argument(
+        "--eval-prefix",
+        nargs="+",
+        metavar="N|sentence",
+        default=[str(e) for e in EVAL_PREFIXES],
+        help="prefixes to score (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--figures", type=Path, default=FIGURES_DIR, help="figure PDFs (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--jit",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="XLA for scoring (default: as the run was trained)",
+    )
+    parser.add_argument("--verbose", type=int, choices=(0, 1), default=1, help="progress lines")
+    return parser
+
+
+def show_attention_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m thesis_repro.lm show-attention",
+        description=_wrap(
+            "Draw the attention examples of thesis 3.2.4 for one sentence: every window a line "
+            "of text, each prefix word's opacity proportional to its attention weight. With "
+            "several models (e.g. with and without position awareness, thesis 4.2): one panel "
+            "each, side by side."
+        ),
+    )
+    parser.add_argument(
+        "--checkpoint",
+        nargs="+",
+        required=True,
+        type=Path,
+        metavar="PATH",
+        help="a run's record (.json; its final model is used) or a .keras model of it (final "
+        "or epoch checkpoint); the vocabulary comes from the run's corpus settings",
+    )
+    parser.add_argument("--sentence", required=True, help="text, tokenised like the run's corpus")
+    parser.add_argument("--out", type=Path, required=True, help="figure file (.pdf, .png)")
+    parser.add_argument(
+        "--prefix",
+        type=int,
+        help="prefix words to give the models (default: each model's trained prefix)",
+    )
     return parser
 
 
@@ -929,17 +1771,33 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry; errors end with one ``error: ...`` line and exit status 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    command = argv[0] if argv and argv[0] in ("train", "grid", "report") else "train"
+    parsers = {
+        "train": train_parser,
+        "grid": grid_parser,
+        "report": report_parser,
+        "evaluate": evaluate_parser,
+        "show-attention": show_attention_parser,
+    }
+    command = argv[0] if argv and argv[0] in parsers else "train"
     if argv and argv[0] == command:
         argv = argv[1:]
-    parser = {"train": train_parser, "grid": grid_parser, "report": report_parser}[command]()
-    args = parser.parse_args(argv)
+    args = parsers[command]().parse_args(argv)
     started = time.time()
     try:
         if command == "report":
             print(report(args.results, args.figures))
             return 0
-        default_name = TABLES[args.table].corpus_name if command == "grid" else None
+        if command == "evaluate":
+            evaluate_all(args.results, args.eval_prefix, args.table, args.verbose, args.jit)
+            print(report(args.results, args.figures))
+            return 0
+        if command == "show-attention":
+            path = show_attention(args.checkpoint, args.sentence, args.out, args.prefix)
+            print(f"wrote {path}")
+            return 0
+        eval_prefixes = [parse_eval_prefix(e) for e in args.eval_prefix or ()]
+        tables = {**TABLES, **FUTURE_TABLES}
+        default_name = tables[args.table].corpus_name if command == "grid" else None
         source = resolve_corpus(
             args.corpus, args.corpus_name or default_name, os.environ.get(DATA_ENV)
         )
@@ -953,6 +1811,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.prefix,
                     args.variant,
                     args.seed,
+                    min_prefix=args.min_prefix,
+                    position_aware=args.position_aware,
                     **_overrides(args),
                 )
             ]
@@ -965,7 +1825,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for index, config in enumerate(configs, 1):
             if command == "grid" and args.verbose:
                 print(f"=== {index}/{len(configs)} table {args.table}: {config.name}", flush=True)
-            record = run(config, source, args.results, args.verbose, args.jit)
+            evals = eval_prefixes if command == "train" or args.eval_prefix else None
+            if evals is None:
+                evals = table_eval_prefixes(args.table)
+            record = run(config, source, args.results, args.verbose, args.jit, (), evals)
             if command == "train":
                 print(f"{config.name}: {json.dumps(record['summary'])}")
         if command == "grid" and not args.no_report:
