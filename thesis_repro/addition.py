@@ -54,7 +54,7 @@ import numpy as np
 from thesis_repro import tasks
 from thesis_repro.cli import FIGURES_DIR, experiment_parser
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import RESULTS_DIR, RunRecord, load_records
+from thesis_repro.records import RESULTS_DIR, RunRecord, load_records, produced_by
 
 EXPERIMENT = "addition"
 MODELS = ("lstm", "gated-pretrained", "gated-joint")
@@ -614,13 +614,7 @@ def render_table(records: list[dict]) -> str:
         "|---|---|---|---|---|---|",
     ]
     lines += [_run_row(r) for group in groups.values() for r in group]
-    commands = sorted({r["command"] for r in records})
-    lines += [
-        "",
-        "Produced by: "
-        + "; ".join(f"`{c}`" for c in commands[:3])
-        + (f" (and {len(commands) - 3} more)" if len(commands) > 3 else ""),
-    ]
+    lines += ["", produced_by(records)]
     return "\n".join(lines) + "\n"
 
 

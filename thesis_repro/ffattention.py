@@ -39,7 +39,7 @@ import numpy as np
 from thesis_repro import tasks
 from thesis_repro.cli import FIGURES_DIR, experiment_parser
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import RESULTS_DIR, RunRecord, load_records
+from thesis_repro.records import RESULTS_DIR, RunRecord, load_records, produced_by
 
 EXPERIMENT = "ffattention"
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
@@ -500,13 +500,7 @@ def render_table(records: list[dict]) -> str:
                 + " | ".join(f"{100 * per[n]:.1f}%" for n in names)
                 + " |"
             )
-    commands = sorted({r["command"] for r in records})
-    lines += [
-        "",
-        "Produced by: "
-        + "; ".join(f"`{c}`" for c in commands[:3])
-        + (f" (and {len(commands) - 3} more)" if len(commands) > 3 else ""),
-    ]
+    lines += ["", produced_by(records)]
     return "\n".join(lines) + "\n"
 
 

@@ -80,6 +80,7 @@ from thesis_repro.records import (
     RunRecord,
     load_record,
     load_records,
+    produced_by,
     write_json_atomic,
 )
 
@@ -1113,14 +1114,7 @@ def render_table(records: list[dict]) -> str:
             lines.append(
                 f"| {label} | {ours} | {count} | {valid} | {ratio} | {thesis} | {p_ratio} |"
             )
-        commands = sorted({r["command"] for r in group})
-        lines += [
-            "",
-            "Produced by: "
-            + "; ".join(f"`{c}`" for c in commands[:2])
-            + (f" (and {len(commands) - 2} more)" if len(commands) > 2 else ""),
-            "",
-        ]
+        lines += ["", produced_by(group, limit=2), ""]
     return "\n".join(lines)
 
 
@@ -1278,14 +1272,7 @@ def render_future_table(table: str, records: list[dict]) -> str:
                 + " |"
             )
         lines += _position_lines(spec, group, columns)
-        commands = sorted({r["command"] for runs in group.values() for r in runs})
-        lines += [
-            "",
-            "Produced by: "
-            + "; ".join(f"`{c}`" for c in commands[:3])
-            + (f" (and {len(commands) - 3} more)" if len(commands) > 3 else ""),
-            "",
-        ]
+        lines += ["", produced_by([r for runs in group.values() for r in runs]), ""]
     return "\n".join(lines)
 
 

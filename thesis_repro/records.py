@@ -150,3 +150,10 @@ def load_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
             record["path"] = str(path)
             records.append(record)
     return records
+
+
+def produced_by(records: list[dict[str, Any]], limit: int = 3) -> str:
+    """The Markdown line naming the commands that produced ``records`` (for rendered tables)."""
+    commands = sorted({r.get("command", "?") for r in records})
+    more = f" (and {len(commands) - limit} more)" if len(commands) > limit else ""
+    return "Produced by: " + "; ".join(f"`{c}`" for c in commands[:limit]) + more
