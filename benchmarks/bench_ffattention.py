@@ -7,7 +7,7 @@ Measures ms per training step and the process's peak resident memory for
 - ``reference``: the straightforward Keras model (Dense "h" + ``AttentionPooling``), eager graph
   without XLA — what a user would write first;
 - ``reference+xla``: the same model compiled with XLA (``jit_compile=True``);
-- ``chunked+xla``: ``raffel_model(chunked=True)``: h and the pooling fused in chunks of 512
+- ``chunked+xla``: ``raffel_model(chunked=True)``: h and the pooling fused in chunks of 64
   steps with a recomputing gradient (``layers.ChunkedFeedForwardPooling``), XLA-compiled — what
   ``python -m thesis_repro.ffattention`` uses for T0 >= 1000.
 

@@ -608,7 +608,7 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
         units: int,
         pooling: str = "attention",
         negative_slope: float = 0.01,
-        chunk_size: int = 512,
+        chunk_size: int = 64,
         kernel_initializer: Any = "glorot_uniform",
         attention_initializer: Any = "glorot_uniform",
         **kwargs: Any,

@@ -49,7 +49,7 @@ def raffel_model(
     seed: int | None = None,
     name: str | None = None,
     chunked: bool = False,
-    chunk_size: int = 512,
+    chunk_size: int = 64,
 ) -> keras.Model:
     """Raffel & Ellis 2.1 feed-forward attention network (thesis 2.1.2 "Attention mechanism").
 
