@@ -162,6 +162,14 @@ def _step_mask(lengths: np.ndarray, n_steps: int) -> np.ndarray:
     return np.arange(n_steps)[None, :] < lengths[:, None]
 
 
+def _value_marker_batch(
+    values: np.ndarray, markers: np.ndarray, y: np.ndarray, lengths: np.ndarray
+) -> Batch:
+    """The two-channel (value, marker) batch of the addition-type tasks, float32 targets."""
+    x = np.stack([values, markers], axis=-1)
+    return Batch(x=x, y=y.astype(np.float32), lengths=lengths.astype(np.int32))
+
+
 def raffel_length_range(t0: int) -> tuple[int, int]:
     """``(T0, ceil(1.1*T0))``: Raffel & Ellis (2015) section 2.2, lengths uniform in [T0, 1.1 T0].
 
@@ -219,8 +227,7 @@ def thesis_addition(
     markers[rows, first] = 1.0
     markers[rows, second] = 1.0
     y = values[rows, first].astype(np.float64) + values[rows, second]
-    x = np.stack([values, markers], axis=-1)
-    return Batch(x=x, y=y.astype(np.float32), lengths=lengths.astype(np.int32))
+    return _value_marker_batch(values, markers, y, lengths)
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,8 +310,7 @@ def raffel_addition(
     rows = np.arange(values.shape[0])
     total = values[rows, n1].astype(np.float64) + values[rows, n2]
     y = 0.5 + total / 4.0
-    x = np.stack([values, markers], axis=-1)
-    return Batch(x=x, y=y.astype(np.float32), lengths=lengths.astype(np.int32))
+    return _value_marker_batch(values, markers, y, lengths)
 
 
 def raffel_multiplication(
@@ -325,8 +331,7 @@ def raffel_multiplication(
     )
     rows = np.arange(values.shape[0])
     y = values[rows, n1].astype(np.float64) * values[rows, n2]
-    x = np.stack([values, markers], axis=-1)
-    return Batch(x=x, y=y.astype(np.float32), lengths=lengths.astype(np.int32))
+    return _value_marker_batch(values, markers, y, lengths)
 
 
 # --------------------------------------------------------------------------------------------
