@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -220,3 +221,23 @@ def test_interrupted_run_resumes_from_its_checkpoint(smoke, tmp_path):
     for a, b in zip(resumed["epochs"], straight["epochs"], strict=True):
         assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
     assert resumed["generalisation"] == pytest.approx(straight["generalisation"], rel=1e-4)
+
+
+def test_longer_run_continues_a_shorter_one(smoke, tmp_path):
+    """A run with more steps starts from the same run's furthest checkpoint with fewer steps
+    and retraces the run trained straight to the end (same data stream, constant Adam lr)."""
+    results, _ = smoke
+    config = addition.preset_runs(addition.PRESETS["smoke"], ("lstm",))[0]
+    shorter = dataclasses.replace(config, steps=config.steps // 2)
+    addition.run(shorter, tmp_path, verbose=0)
+    longer = addition.run(config, tmp_path, verbose=0)
+    straight = json.loads(addition.record_path(config, results).read_text())
+    assert longer["continued_from"] == {"run": shorter.name, "epochs": shorter.epochs}
+    assert longer["finished"] and len(longer["epochs"]) == len(straight["epochs"])
+    for a, b in zip(longer["epochs"], straight["epochs"], strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], rel=1e-4)
+    assert longer["generalisation"] == pytest.approx(straight["generalisation"], rel=1e-4)
+    other_seed = dataclasses.replace(config, seed=config.seed + 1)  # never adopts another run
+    assert "continued_from" not in addition.run(
+        other_seed, tmp_path, verbose=0, stop_after_epochs=1
+    )

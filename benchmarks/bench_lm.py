@@ -1,0 +1,177 @@
+"""Training speed of the thesis language models (thesis 2.2, 3.2.2) against this machine's matmuls.
+
+    python benchmarks/bench_lm.py                       # V = 7,251 (the cpu preset), 5 rounds
+    python benchmarks/bench_lm.py --vocab 10000 --rounds 3 --steps 10
+
+For the 5-gram and the 5-gram + 5 model, built and compiled exactly as ``python -m
+thesis_repro.lm`` trains them (``lm.build_model``: SGD, batch 1000, weight decay, full softmax),
+measures
+
+- ms per update and training words per second through ``model.train_on_batch`` on one fixed
+  minibatch (compute only), with and without ``jit_compile`` (XLA; the presets use XLA);
+- words per second of ``model.fit`` over ``TrainBatches`` (batches cut from a token array, as in
+  training: includes the input pipeline);
+- the share of the machine's matmul throughput the update reaches: the same run times an
+  XLA-compiled function that does only the update's matrix multiplications, on the same shapes
+  (forward ``m W_mh``, ``h W_hl`` and, for the attention model, ``E(prefix) W_wh``; backward the
+  input and weight gradient of each), and divides that time by the update's time. 100% would
+  mean the update costs no more than its matmuls. A 2048^3 matmul gives the machine's peak.
+
+The variants run interleaved, round by round, so a background load hits them alike; the table
+shows the best and the median round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from thesis_repro.language_models import TrainBatches, window_inputs
+from thesis_repro.lm import RunConfig, build_model
+
+BATCH, EMBEDDING, HIDDEN, ORDER = 1000, 100, 200, 5
+MODELS = {"5-gram": 0, "5-gram + 5": 5}  # label -> prefix
+
+
+def time_calls(fn: Callable[[], object], repeats: int) -> float:
+    """Seconds per call of ``fn`` (after one warm-up call)."""
+    result = fn()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        result = fn()
+    if hasattr(result, "numpy"):
+        result.numpy()
+    elif isinstance(result, (list, tuple)):
+        [r.numpy() for r in result]
+    return (time.perf_counter() - start) / repeats
+
+
+def matmul_shapes(prefix: int, vocab: int) -> list[tuple[int, int, int]]:
+    """(rows, inner, cols) of every matmul of one update (forward, then the two gradients)."""
+    width = (ORDER - 1) * EMBEDDING + (EMBEDDING if prefix else 0)  # m = (c, E(window))
+    forward = [(BATCH, width, HIDDEN), (BATCH, HIDDEN, vocab)]
+    if prefix:
+        forward.insert(0, (BATCH * prefix, EMBEDDING, EMBEDDING))
+    shapes = []
+    for rows, inner, cols in forward:
+        shapes += [(rows, inner, cols), (rows, cols, inner), (inner, rows, cols)]
+    return shapes
+
+
+def matmul_seconds(shapes: list[tuple[int, int, int]]) -> float:
+    """Seconds of one XLA function doing all ``shapes``' matmuls (independent, like an update's)."""
+    rng = np.random.default_rng(0)
+    pairs = [
+        (
+            tf.constant(rng.standard_normal((r, k), np.float32)),
+            tf.constant(rng.standard_normal((k, c), np.float32)),
+        )
+        for r, k, c in shapes
+    ]
+
+    @tf.function(jit_compile=True)
+    def all_matmuls() -> list[tf.Tensor]:
+        return [tf.reduce_sum(tf.matmul(a, b)) for a, b in pairs]
+
+    return min(time_calls(all_matmuls, 10) for _ in range(3))
+
+
+def peak_flops() -> float:
+    """FLOP/s of a 2048^3 float32 matmul."""
+    n = 2048
+    a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
+    big = tf.function(lambda: tf.matmul(a, b))
+    return 2 * n**3 / min(time_calls(big, 5) for _ in range(3))
+
+
+def synthetic_tokens(vocab: int, words: int = 200_000) -> np.ndarray:
+    """Zipf-like token ids (frequent words have small ids, as in a real corpus)."""
+    rng = np.random.default_rng(0)
+    return np.minimum(rng.zipf(1.2, words) - 1, vocab - 1).astype(np.int32)
+
+
+def model_for(prefix: int, vocab: int, jit: bool) -> keras.Model:
+    """The compiled model ``python -m thesis_repro.lm --prefix {prefix}`` trains."""
+    config = RunConfig(corpus="bench", table="runs", preset="cpu", order=ORDER, prefix=prefix)
+    return build_model(config, vocab, jit)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--vocab", type=int, default=7251, help="V (default 7251, cpu preset)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--steps", type=int, default=10, help="updates per round (default 10)")
+    parser.add_argument("--fit-steps", type=int, default=60, help="updates timed in fit (60)")
+    args = parser.parse_args(argv)
+
+    tokens = synthetic_tokens(args.vocab)
+    targets = np.arange(ORDER + 5, len(tokens))
+    variants = [(label, jit) for label in MODELS for jit in (False, True)]
+    models, inputs = {}, {}
+    for label, jit in variants:
+        prefix = MODELS[label]
+        keras.utils.set_random_seed(0)
+        models[label, jit] = model_for(prefix, args.vocab, jit)
+        chosen = targets[:BATCH]
+        inputs[label] = (window_inputs(tokens, chosen, ORDER, prefix), tokens[chosen])
+        models[label, jit].train_on_batch(*inputs[label])  # build, compile
+    times: dict[tuple[str, bool], list[float]] = {variant: [] for variant in variants}
+    for _ in range(args.rounds):
+        for (label, jit), model in models.items():
+            start = time.perf_counter()
+            for _ in range(args.steps):
+                model.train_on_batch(*inputs[label])
+            times[label, jit].append((time.perf_counter() - start) / args.steps)
+
+    fit_seconds = {}
+    for label in MODELS:
+        model = models[label, True]
+        batches = TrainBatches(
+            tokens, targets, ORDER, MODELS[label], BATCH, seed=0, first_epoch=0, epochs=1
+        )
+        steps = min(args.fit_steps, len(batches))
+        model.fit(batches, steps_per_epoch=5, epochs=1, verbose=0, shuffle=False)  # warm up
+        start = time.perf_counter()
+        model.fit(batches, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
+        fit_seconds[label] = (time.perf_counter() - start) / steps
+
+    peak = peak_flops()
+    print(
+        f"V = {args.vocab:,}, batch {BATCH}, S = {EMBEDDING}, H = {HIDDEN}; tf {tf.__version__}, "
+        f"keras {keras.__version__}; {os.cpu_count()} CPUs; {args.rounds} rounds x "
+        f"{args.steps} updates"
+    )
+    print(f"peak: 2048^3 matmul {peak / 1e9:.0f} GFLOP/s")
+    print()
+    print(
+        "| model | XLA | ms/update best | median | words/s (best) | fit words/s | "
+        "matmuls alone ms | share of matmul throughput |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for label, jit in variants:
+        shapes = matmul_shapes(MODELS[label], args.vocab)
+        alone = matmul_seconds(shapes)
+        flops = sum(2 * r * k * c for r, k, c in shapes)
+        best, median = min(times[label, jit]), statistics.median(times[label, jit])
+        fit = f"{BATCH / fit_seconds[label]:,.0f}" if jit else "-"
+        print(
+            f"| {label} | {jit} | {1000 * best:.1f} | {1000 * median:.1f} | "
+            f"{BATCH / best:,.0f} | {fit} | {1000 * alone:.1f} ({flops / alone / 1e9:.0f} "
+            f"GFLOP/s) | {100 * alone / best:.0f}% |"
+        )
+
+
+if __name__ == "__main__":
+    main()
