@@ -10,15 +10,17 @@ measures
 - ms per update and training words per second through ``model.train_on_batch`` on one fixed
   minibatch (compute only), with and without ``jit_compile`` (XLA; the presets use XLA);
 - words per second of ``model.fit`` over ``TrainBatches`` (batches cut from a token array, as in
-  training: includes the input pipeline);
+  training: includes the input pipeline; XLA only, best round);
 - the share of the machine's matmul throughput the update reaches: the same run times an
   XLA-compiled function that does only the update's matrix multiplications, on the same shapes
   (forward ``m W_mh``, ``h W_hl`` and, for the attention model, ``E(prefix) W_wh``; backward the
-  input and weight gradient of each), and divides that time by the update's time. 100% would
-  mean the update costs no more than its matmuls. A 2048^3 matmul gives the machine's peak.
+  input and weight gradient of each), and divides that time by the update's time (best rounds of
+  both). 100% would mean the update costs no more than its matmuls. A 2048^3 matmul gives the
+  machine's peak for comparison.
 
-The variants run interleaved, round by round, so a background load hits them alike; the table
-shows the best and the median round.
+The variants and the matmul-only function run interleaved, round by round, so a background
+load (or this virtual machine's varying speed) hits them alike; the table shows the best and the
+median round.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def matmul_shapes(prefix: int, vocab: int) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def matmul_seconds(shapes: list[tuple[int, int, int]]) -> float:
-    """Seconds of one XLA function doing all ``shapes``' matmuls (independent, like an update's)."""
+def matmul_function(shapes: list[tuple[int, int, int]]) -> Callable[[], list[tf.Tensor]]:
+    """One XLA function doing all ``shapes``' matmuls (independent, like an update's)."""
     rng = np.random.default_rng(0)
     pairs = [
         (
@@ -82,7 +84,7 @@ def matmul_seconds(shapes: list[tuple[int, int, int]]) -> float:
     def all_matmuls() -> list[tf.Tensor]:
         return [tf.reduce_sum(tf.matmul(a, b)) for a, b in pairs]
 
-    return min(time_calls(all_matmuls, 10) for _ in range(3))
+    return all_matmuls
 
 
 def peak_flops() -> float:
@@ -113,7 +115,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vocab", type=int, default=7251, help="V (default 7251, cpu preset)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--steps", type=int, default=10, help="updates per round (default 10)")
-    parser.add_argument("--fit-steps", type=int, default=60, help="updates timed in fit (60)")
+    parser.add_argument(
+        "--fit-steps", type=int, default=20, help="updates per round timed in fit (default 20)"
+    )
     args = parser.parse_args(argv)
 
     tokens = synthetic_tokens(args.vocab)
@@ -127,25 +131,29 @@ def main(argv: list[str] | None = None) -> None:
         chosen = targets[:BATCH]
         inputs[label] = (window_inputs(tokens, chosen, ORDER, prefix), tokens[chosen])
         models[label, jit].train_on_batch(*inputs[label])  # build, compile
+    batches = {
+        label: TrainBatches(tokens, targets, ORDER, prefix, BATCH, seed=0, first_epoch=0, epochs=1)
+        for label, prefix in MODELS.items()
+    }
+    fit_steps = min(args.fit_steps, *(len(b) for b in batches.values()))
+    for label in MODELS:  # warm up fit's own compiled function
+        models[label, True].fit(batches[label], steps_per_epoch=2, verbose=0, shuffle=False)
+    matmuls = {label: matmul_function(matmul_shapes(MODELS[label], args.vocab)) for label in MODELS}
     times: dict[tuple[str, bool], list[float]] = {variant: [] for variant in variants}
+    fit_times: dict[str, list[float]] = {label: [] for label in MODELS}
+    matmul_times: dict[str, list[float]] = {label: [] for label in MODELS}
     for _ in range(args.rounds):
+        for label, matmul in matmuls.items():
+            matmul_times[label].append(time_calls(matmul, args.steps))
         for (label, jit), model in models.items():
             start = time.perf_counter()
             for _ in range(args.steps):
                 model.train_on_batch(*inputs[label])
             times[label, jit].append((time.perf_counter() - start) / args.steps)
-
-    fit_seconds = {}
-    for label in MODELS:
-        model = models[label, True]
-        batches = TrainBatches(
-            tokens, targets, ORDER, MODELS[label], BATCH, seed=0, first_epoch=0, epochs=1
-        )
-        steps = min(args.fit_steps, len(batches))
-        model.fit(batches, steps_per_epoch=5, epochs=1, verbose=0, shuffle=False)  # warm up
-        start = time.perf_counter()
-        model.fit(batches, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False)
-        fit_seconds[label] = (time.perf_counter() - start) / steps
+            if jit:
+                start = time.perf_counter()
+                model.fit(batches[label], steps_per_epoch=fit_steps, verbose=0, shuffle=False)
+                fit_times[label].append((time.perf_counter() - start) / fit_steps)
 
     peak = peak_flops()
     print(
@@ -162,10 +170,10 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for label, jit in variants:
         shapes = matmul_shapes(MODELS[label], args.vocab)
-        alone = matmul_seconds(shapes)
+        alone = min(matmul_times[label])
         flops = sum(2 * r * k * c for r, k, c in shapes)
         best, median = min(times[label, jit]), statistics.median(times[label, jit])
-        fit = f"{BATCH / fit_seconds[label]:,.0f}" if jit else "-"
+        fit = f"{BATCH / min(fit_times[label]):,.0f}" if jit else "-"
         print(
             f"| {label} | {jit} | {1000 * best:.1f} | {1000 * median:.1f} | "
             f"{BATCH / best:,.0f} | {fit} | {1000 * alone:.1f} ({flops / alone / 1e9:.0f} "
