@@ -27,6 +27,9 @@ TABLE_HEADERS = (
     "### Table 3.1: test perplexity",
     "### Table 3.2: test perplexity",
     "### PTB: 5-gram vs 5-gram + 5-word prefix",
+    "### Thesis 4.2, prefix-length generalisation",
+    "### Thesis 4.2, position-aware attention",
+    "### Thesis 4.2 on PTB, prefix-length generalisation",
 )
 # The figures of the smoke preset (the LM's are named after corpus and preset).
 SMOKE_FIGURES = (
@@ -36,6 +39,9 @@ SMOKE_FIGURES = (
     "lm_fig3.4_synthetic_smoke.pdf",
     "lm_fig3.5_synthetic_smoke.pdf",
     "lm_ptb_synthetic_smoke.pdf",
+    "lm_future-prefix_synthetic_smoke.pdf",
+    "lm_future-position_synthetic_smoke.pdf",
+    "lm_future-prefix-ptb_synthetic_smoke.pdf",
 )
 
 
@@ -93,8 +99,9 @@ def test_missing_corpus_skips_the_language_models_with_one_line(tmp_path):
     (tmp_path / "eltec-pol").mkdir()
     (tmp_path / "eltec-pol" / "eltec-pol.txt").write_text("jeden dwa trzy\n")
     sources, note = cli.lm_sources("cpu", tmp_path)
-    assert set(sources) == {"3.1", "3.2"} and sources["3.1"].name == "eltec-pol"
-    assert "table ptb" in note and "\n" not in note
+    assert set(sources) == {"3.1", "3.2", "future-prefix", "future-position"}
+    assert sources["3.1"].name == "eltec-pol"
+    assert "table ptb" in note and "table future-prefix-ptb" in note and "\n" not in note
 
 
 # --- reproduce: the order of the steps (grids replaced by stand-ins) -----------------------
@@ -123,12 +130,11 @@ def test_reproduce_runs_the_grids_in_order_then_reports(calls, tmp_path):
     assert [c[:2] for c in calls] == [
         ("ffattention", "smoke"),
         ("addition", "smoke"),
-        ("lm", "3.1"),
-        ("lm", "3.2"),
-        ("lm", "ptb"),
+        *(("lm", table) for table in cli.LM_TABLES),
         ("report", tmp_path / "r"),
     ]
-    assert calls[0][2] == tmp_path / "r" and all(c[2].synthetic for c in calls[2:5])
+    assert cli.LM_TABLES[:3] == ("3.1", "3.2", "ptb"), "the thesis tables first"
+    assert calls[0][2] == tmp_path / "r" and all(c[2].synthetic for c in calls[2:-1])
     assert calls[-1][1:] == (tmp_path / "r", tmp_path / "f", tmp_path / "R.md", None)
     lm_steps = [f"lm {table} (synthetic)" for table in cli.LM_TABLES]
     assert list(timings) == ["ffattention", "addition", *lm_steps, "report"]

@@ -10,12 +10,15 @@ defined in each experiment module):
 
 1. ``thesis_repro.ffattention`` -- Raffel & Ellis Table 1, variable length, temporal order;
 2. ``thesis_repro.addition`` -- thesis 3.1, LSTM vs attention-gated LSTM;
-3. ``thesis_repro.lm`` -- thesis Tables 3.1 and 3.2 and the PTB comparison.
+3. ``thesis_repro.lm`` -- thesis Tables 3.1 and 3.2, the PTB comparison, then the future-work
+   tables of thesis 4.2 (prefix-length generalisation on eltec-pol and PTB, position-aware
+   attention), which reuse the runs of Table 3.1 and of the PTB table.
 
 Runs whose records are finished are skipped and interrupted ones resume, so the command can be
 repeated until everything is done. ``smoke`` trains the language models on the built-in
 synthetic corpus; ``cpu`` and ``paper`` need the real corpora from ``--data DIR`` (or
-``$THESIS_REPRO_DATA``): ``DIR/eltec-pol`` for Tables 3.1 and 3.2, ``DIR/ptb`` for PTB. A missing
+``$THESIS_REPRO_DATA``): ``DIR/eltec-pol`` for Tables 3.1, 3.2 and the eltec-pol future-work
+tables, ``DIR/ptb`` for the PTB ones. A missing
 corpus is reported in one line and its experiments are skipped. Afterwards the figures
 (``figures/*.pdf``), ``REPORT.md`` and the README's results blocks are rendered from all records
 (``thesis_repro.report.write_report``).
@@ -38,7 +41,7 @@ from thesis_repro.records import RESULTS_DIR
 from thesis_repro.report import write_report
 
 PRESETS = ("smoke", "cpu", "paper")
-LM_TABLES = ("3.1", "3.2", "ptb")
+LM_TABLES = ("3.1", "3.2", "ptb", "future-prefix", "future-position", "future-prefix-ptb")
 DATA_ENV = "THESIS_REPRO_DATA"
 
 
@@ -74,7 +77,7 @@ def lm_sources(preset: str, data_dir: str | os.PathLike | None) -> tuple[dict[st
     sources, missing = {}, []
     for table in LM_TABLES:
         try:
-            sources[table] = lm.resolve_corpus(None, lm.TABLES[table].corpus_name, str(data_dir))
+            sources[table] = lm.resolve_corpus(None, lm.table_corpus_name(table), str(data_dir))
         except CorpusError as error:
             missing.append(f"table {table} ({error})")
     note = "language models skipped: " + "; ".join(missing) if missing else ""

@@ -361,6 +361,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
             epochs=config.max_epochs,
             initial_epoch=done,
             callbacks=[callback],
+            shuffle=False,  # (a generator: nothing to shuffle)
             verbose=verbose,
         )
     record.finish(**summarize(record.data["epochs"]))

@@ -10,6 +10,7 @@ Future work of thesis 4.2 (same corpus and preset as Table 3.1, whose runs they 
 
     python -m thesis_repro.lm grid --table future-prefix --preset cpu    # train x eval prefix
     python -m thesis_repro.lm grid --table future-position --preset cpu  # distance-aware attention
+    python -m thesis_repro.lm grid --table future-prefix-ptb --preset cpu  # prefix lengths, PTB
     python -m thesis_repro.lm --prefix 5 --eval-prefix 10 20 sentence   # one run, more evals
     python -m thesis_repro.lm evaluate                 # fill in missing eval-prefix scores
     python -m thesis_repro.lm show-attention --checkpoint RUN.json [RUN2.json] --sentence "..."
@@ -222,7 +223,26 @@ FUTURE_TABLES: dict[str, FutureTable] = {
         "evaluations included: ~2-3.3 h when Table 3.1 and future-prefix are done (else "
         "+35-55 min for the plain 5-gram + 1..20, +1.6-2.8 h for Table 3.1)",
     ),
+    "future-prefix-ptb": FutureTable(
+        "Thesis 4.2 on PTB, prefix-length generalisation: test perplexity by training prefix "
+        "(rows) and evaluation prefix (columns); momentum variant, as the PTB table",
+        (
+            Regime(5, table="ptb"),
+            Regime(5, 5, table="ptb"),
+            Regime(5, 20, min_prefix=1, table="future-prefix-ptb"),
+        ),
+        runtime="cpu: 3 new runs (5-gram + 1..20 on PTB; 3 seeds) of ~15-25 min plus ~1 min of "
+        "evaluations per attention run (6 with the PTB table's): ~1-1.5 h when the PTB table "
+        "is done",
+        variant="momentum",
+        corpus_name="ptb",
+    ),
 }
+
+
+def table_corpus_name(table: str) -> str:
+    """The corpus a table (thesis table or future-work table) is trained on by default."""
+    return {**TABLES, **FUTURE_TABLES}[table].corpus_name
 
 
 @dataclass(frozen=True)
@@ -1496,7 +1516,11 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         "--corpus-name",
         metavar="NAME",
         help=f"corpus inside ${DATA_ENV} when --corpus is not given (default: "
-        + ("the table's: eltec-pol, or ptb for --table ptb)" if grid else "eltec-pol)"),
+        + (
+            "the table's: ptb for ptb and future-prefix-ptb, else eltec-pol)"
+            if grid
+            else "eltec-pol)"
+        ),
     )
     parser.add_argument(
         "--preset",
@@ -1646,7 +1670,8 @@ def grid_parser() -> argparse.ArgumentParser:
         "--table",
         choices=(*TABLES, *FUTURE_TABLES),
         default="3.1",
-        help="model set (default: %(default)s); future-*: thesis 4.2, reusing Table 3.1's runs",
+        help="model set (default: %(default)s); future-*: thesis 4.2, reusing the runs of "
+        "Table 3.1 (future-prefix-ptb: of the PTB table)",
     )
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="instances to run (default: the preset's)"
@@ -1783,8 +1808,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {path}")
             return 0
         eval_prefixes = [parse_eval_prefix(e) for e in args.eval_prefix or ()]
-        tables = {**TABLES, **FUTURE_TABLES}
-        default_name = tables[args.table].corpus_name if command == "grid" else None
+        default_name = table_corpus_name(args.table) if command == "grid" else None
         source = resolve_corpus(
             args.corpus, args.corpus_name or default_name, os.environ.get(DATA_ENV)
         )
