@@ -202,9 +202,9 @@ FUTURE_TABLES: dict[str, FutureTable] = {
             Regime(5, 20, table="future-prefix"),
             Regime(5, 20, min_prefix=1, table="future-prefix"),
         ),
-        runtime="cpu: 6 new runs (5-gram + 20, 5-gram + 1..20; 3 seeds) of 11-18 min, plus "
-        "~1 min of evaluations per attention run (12 with Table 3.1's): ~1.3-2 h when Table "
-        "3.1 is done (else it trains the 12 Table 3.1 runs first: +1.6-2.8 h)",
+        runtime="cpu: 6 new runs (5-gram + 20, 5-gram + 1..20; 3 seeds) of ~7 min, plus "
+        "~1 min of evaluations per attention run (12 with Table 3.1's): ~1 h when Table "
+        "3.1 is done (else it trains the 12 Table 3.1 runs first: +1.2 h)",
     ),
     "future-position": FutureTable(
         "Thesis 4.2, position-aware attention: test perplexity by model (rows) and evaluation "
@@ -219,9 +219,9 @@ FUTURE_TABLES: dict[str, FutureTable] = {
             Regime(5, 20, min_prefix=1, position_aware="embedding", table="future-position"),
         ),
         runtime="cpu: 12 new runs (5-gram + 5 and 5-gram + 1..20, each with distance bias and "
-        "with distance embedding; 3 seeds) of 9-15 min (prefix 5) and 11-18 min (prefix 20), "
-        "evaluations included: ~2-3.3 h when Table 3.1 and future-prefix are done (else "
-        "+35-55 min for the plain 5-gram + 1..20, +1.6-2.8 h for Table 3.1)",
+        "with distance embedding; 3 seeds) of ~7 min, evaluations included: ~1.5 h when "
+        "Table 3.1 and future-prefix are done (else +25 min for the plain 5-gram + 1..20, "
+        "+1.2 h for Table 3.1)",
     ),
     "future-prefix-ptb": FutureTable(
         "Thesis 4.2 on PTB, prefix-length generalisation: test perplexity by training prefix "
@@ -231,8 +231,8 @@ FUTURE_TABLES: dict[str, FutureTable] = {
             Regime(5, 5, table="ptb"),
             Regime(5, 20, min_prefix=1, table="future-prefix-ptb"),
         ),
-        runtime="cpu: 3 new runs (5-gram + 1..20 on PTB; 3 seeds) of ~15-25 min plus ~1 min of "
-        "evaluations per attention run (6 with the PTB table's): ~1-1.5 h when the PTB table "
+        runtime="cpu: 3 new runs (5-gram + 1..20 on PTB; 3 seeds) of ~10 min plus ~1 min of "
+        "evaluations per attention run (6 with the PTB table's): ~40 min when the PTB table "
         "is done",
         variant="momentum",
         corpus_name="ptb",
@@ -282,21 +282,19 @@ PRESETS: dict[str, Preset] = {
         description=(
             "about 3 h or less per table on this 2-core CPU: the first 1,000,000 words of "
             "eltec-pol (train 857k, valid/test 71k words; min_count 10 gives V = 7,251 instead "
-            "of 37,373), 4 epochs (3,428 updates), 3 instances. The softmax dominates, so an "
-            "update costs ~6 x B x H x V FLOP and a run grows with words x epochs x V. Measured "
-            "with XLA while another training (and at times test suites) shared the 2 cores: "
-            "130-230 ms per update, ~7 s per scoring of the valid part, so 8-14 min per run: "
-            "Table 3.1 (12 runs) 1.6-2.8 h, Table 3.2 (9 runs) 1.2-2.1 h. PTB (all of it: "
-            "V = 10,000, 930k train words, 4 epochs): 300-350 ms per update under the same "
-            "load, ~21 min per run, 6 runs ~2 h. Thesis 4.2 tables (same corpus settings, so "
-            "they reuse the Table 3.1 runs): 125-145 ms per update with a 5-word prefix, "
-            "150-260 ms with 20 words (measured under the same load), ~1 min to score the test "
-            "part at the 6 eval prefixes; future-prefix (6 new runs) ~1.3-2 h, future-position "
-            "(12 new runs) ~2-3.3 h. "
+            "of 37,373), 6 epochs (5,142 updates; the thesis: 25 epochs of 6,000), 3 instances "
+            "(thesis: 5). The softmax dominates, so an update costs ~6 x B x H x V FLOP and a "
+            "run grows with words x epochs x V. benchmarks/bench_lm.py, idle machine: 59-60 ms "
+            "per update at V = 7,251, 75-76 ms at V = 10,000; so ~6 min per run and Table 3.1 "
+            "(12 runs) ~1.2 h, Table 3.2 (9 runs) ~55 min, PTB (all of it: V = 10,000, 930k "
+            "train words; 6 runs) ~1 h; thesis 4.2 tables (same corpus settings, so they reuse "
+            "the Table 3.1 and PTB runs; 20-word prefixes cost ~10% more): future-prefix ~1 h, "
+            "future-position ~1.5 h, future-prefix-ptb ~40 min. A second training on the same "
+            "2 cores doubles or triples these times. "
             "On a GPU: minutes per table. Expect the thesis's ordering and gaps (5-gram worst, "
             "5-gram + 5 best), not its absolute perplexities (other corpus, V, training length)"
         ),
-        epochs=4,
+        epochs=6,
         seeds=(0, 1, 2),
         max_words=1_000_000,
         min_count=10,
