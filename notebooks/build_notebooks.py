@@ -54,8 +54,9 @@ ROOT = next((p for p in [here, *here.parents] if (p / "pyproject.toml").exists()
 """
 
 
-def setup(module: str) -> nbformat.NotebookNode:
-    """Imports, the repository root, a scratch folder for inline figures, and ``show``."""
+def setup(module: str, loader: str = "load_records") -> nbformat.NotebookNode:
+    """Imports (``module`` and the records ``loader``), the repository root, a scratch folder
+    for inline figures, and ``show``."""
     return code(
         f"""
         import tempfile
@@ -64,7 +65,7 @@ def setup(module: str) -> nbformat.NotebookNode:
         from IPython.display import Image, Markdown, display
 
         from thesis_repro import {module}
-        from thesis_repro.records import load_records
+        from thesis_repro.records import {loader}
         {textwrap.indent(FIND_ROOT, " " * 8)}
         RESULTS = ROOT / "results"  # the committed records: only read here
         SCRATCH = Path(tempfile.mkdtemp(prefix="thesis_repro_notebook_"))  # inline figures
@@ -283,8 +284,9 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
               absolute numbers.
 
             Command line: `python -m thesis_repro.lm grid --table 3.1 --preset cpu` (also
-            `--table 3.2` and `--table ptb`), then `python -m thesis_repro.lm report`. This
-            notebook holds no model code.
+            `--table 3.2`, `--table ptb` and the thesis 4.2 tables `future-prefix`,
+            `future-position`, `future-prefix-ptb`), then `python -m thesis_repro.lm report`.
+            This notebook holds no model code.
             """
         ),
         parameters(),
@@ -298,8 +300,12 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
                     print(f"no records in {results / 'lm'}")
                 for folder in folders:
                     records = load_records(folder)
-                    display(Markdown(lm.render_table(records)))
                     corpus, table = folder.parent.name, folder.name
+                    if table in lm.FUTURE_TABLES:  # thesis 4.2: uses the corpus's other tables
+                        future = lm.render_future_table(table, load_records(folder.parent))
+                        display(Markdown(future))
+                        continue
+                    display(Markdown(lm.render_table(records)))
                     for preset in sorted({r["config"]["preset"] for r in records}):
                         group = [r for r in records if r["config"]["preset"] == preset]
                         path = SCRATCH / f"lm_{corpus}_{table}_{preset}.png"
@@ -375,38 +381,68 @@ def attention_examples_cells() -> list[nbformat.NotebookNode]:
             attention language model's prefix, each word drawn with opacity proportional to its
             attention weight (from a model trained on 40 M words of WSJ text).
 
-            The module that renders these examples, `thesis_repro.attention_examples`, is being
-            written. This notebook shows its documentation and the figures it has made when it
-            is present, and says so when it is not; it runs either way (`RUN_SMOKE` has nothing
-            to train here yet).
+            Here: the thesis's three WSJ sentences, written as the PTB preprocessing writes
+            them, for the 5-gram + 5 model trained on PTB; three Polish sentences from the
+            eltec-pol test part (the first ones without unknown words, a fixed rule) for the
+            Table 3.1 5-gram + 5 model; and one of them with and without position-aware
+            attention (thesis 4.2). Each line is one window: the prefix words with opacity
+            ∝ attention weight, a bar, the window words, the predicted word in grey.
+
+            Command line: `python -m thesis_repro.lm examples --preset cpu` computes the
+            examples from finished runs into `results/lm/attention_examples/*.json`;
+            `python -m thesis_repro report` redraws `figures/attention_*.pdf` from them. This
+            notebook holds no model code.
             """
         ),
         parameters(),
+        setup("attention_examples", "load_record"),
         code(
-            f"""
-            import importlib
-            import importlib.util
-            from pathlib import Path
-
-            from IPython.display import Markdown, display
-            {textwrap.indent(FIND_ROOT, " " * 12)}
-            if importlib.util.find_spec("thesis_repro.attention_examples") is not None:
-                attention_examples = importlib.import_module("thesis_repro.attention_examples")
-                display(Markdown(attention_examples.__doc__ or "(no docstring)"))
-            else:
-                display(Markdown(
-                    "`thesis_repro.attention_examples` is not in this version of the package "
-                    "yet. Its figures will come from an attention language model trained by "
-                    "`thesis_repro.lm` (`--prefix 5`; see `language_model.ipynb`)."
-                ))
+            """
+            def render_examples(results):
+                \"\"\"Draw every example record under results/lm/attention_examples/.\"\"\"
+                paths = sorted((results / attention_examples.EXAMPLES_FOLDER).glob("*.json"))
+                if not paths:
+                    print(f"no example records in {results / attention_examples.EXAMPLES_FOLDER}")
+                for path in paths:
+                    record = load_record(path)
+                    header = f"### Attention example `{path.stem}` ({record.get('note', '')})"
+                    display(Markdown(header + "\\n\\n" + " ".join(record["words"])))
+                    show(attention_examples.draw_example(record, SCRATCH / f"{path.stem}.png"))
             """
         ),
-        md("## Figures\n\nThe PDFs in `figures/` that hold attention examples."),
+        md(
+            """
+            ## The examples
+
+            Which runs and sentences (`attention_examples.EXAMPLES`); an example without
+            sentences takes the first three of the corpus's test part that
+            `pick_sentences` accepts (12-25 tokens, no unknown word).
+            """
+        ),
         code(
             """
-            figures = sorted((ROOT / "figures").glob("attention*.pdf"))
-            links = [f"- [{p.name}]({p.relative_to(ROOT).as_posix()})" for p in figures]
-            display(Markdown("\\n".join(links) or "No attention-example figures in figures/ yet."))
+            for example in attention_examples.EXAMPLES:
+                panels = ", ".join(f"{p.table}/{p.model} ({p.variant})" for p in example.panels)
+                print(f"{example.name} on {example.corpus}: {panels}")
+                for sentence in example.sentences:
+                    print("   ", sentence)
+            """
+        ),
+        md("## Committed examples"),
+        code("render_examples(RESULTS)"),
+        SMOKE_INTRO,
+        code(
+            """
+            if RUN_SMOKE:
+                from thesis_repro import lm
+
+                synthetic = lm.resolve_corpus(None, None, None)  # no path, no data folder
+                for table in ("3.1", "ptb", "future-position"):
+                    lm.run_grid(table, synthetic, "smoke", SMOKE, verbose=0)
+                attention_examples.make_examples(SMOKE, SCRATCH, "smoke")
+                render_examples(SMOKE)
+            else:
+                print("RUN_SMOKE is False: the smoke run is skipped")
             """
         ),
     ]

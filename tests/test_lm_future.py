@@ -17,7 +17,14 @@ import numpy as np
 import pytest
 
 from thesis_repro import language_models, lm
-from thesis_repro.attention_examples import draw_attention_examples, encode_sentence
+from thesis_repro.attention_examples import (
+    draw_attention_examples,
+    draw_example,
+    encode_sentence,
+    example_record,
+    pick_sentences,
+    render_examples,
+)
 from thesis_repro.language_models import (
     PAD_ID,
     PrefixAttentionPooling,
@@ -485,6 +492,48 @@ def test_draw_attention_examples_with_a_word_list(tmp_path: Path, rng: np.random
         draw_attention_examples(models[0], vocab, "w1 w2", tmp_path / "b.pdf")
     with pytest.raises(ValueError, match="titles"):
         draw_attention_examples(models, vocab, "w1 w2 w3 w4", tmp_path / "c.pdf", titles=["x"])
+
+
+def test_example_record_holds_the_attention_of_every_window(
+    tmp_path: Path, rng: np.random.Generator
+) -> None:
+    """Thesis 3.2.4 records: one window per target from n to the word after the sentence,
+    its prefix words in reading order with the NumPy reference's weights; a record read back
+    from JSON draws the same figure and ``render_examples`` redraws it without a model."""
+    vocab = ["<UNK>", *(f"w{i}" for i in range(1, V))]
+    sentence = "w3 w5 nowy w7 w9 w11 w2 w1 w4 w6"
+    w = random_weights(rng, 3, 4, "bias")
+    model = attention_lm(V, 3, 4, S, H, position_aware="bias")
+    set_weights(model, w)
+    record = example_record(model, vocab, sentence, ["distance bias"])
+    words, ids, known = encode_sentence(vocab, sentence)
+    assert record["words"] == words and record["known"] == known.tolist()
+    (panel,) = record["panels"]
+    assert panel["title"] == "distance bias" and panel["order"] == 3
+    assert [win["target"] for win in panel["windows"]] == list(range(3, len(words) + 1))
+    for window in panel["windows"]:
+        t = window["target"]
+        _, alpha = reference(ids, t, 3, 4, w)  # nearest first
+        assert window["positions"] == list(range(max(0, t - 3 - 3), t - 3 + 1))
+        np.testing.assert_allclose(window["weights"], alpha[::-1], atol=2e-6)
+    folder = tmp_path / "results" / "lm" / "attention_examples"
+    write_json_atomic(folder / "demo_1.json", record)
+    again = json.loads((folder / "demo_1.json").read_text())
+    assert again == record
+    assert draw_example(again, tmp_path / "a.pdf").stat().st_size > 1000
+    (drawn,) = render_examples(tmp_path / "results", tmp_path / "figures")
+    assert drawn == tmp_path / "figures" / "attention_demo_1.pdf" and drawn.stat().st_size > 1000
+
+
+def test_pick_sentences_takes_the_first_sentences_without_unknown_words() -> None:
+    from thesis_repro.corpus import Corpus
+
+    vocab = ["<UNK>", "<eos>", ".", "a", "b", "c"]
+    #         a b .   a <UNK> b .  c c c <eos>  a b c a .
+    test = np.array([3, 4, 2, 3, 0, 4, 2, 5, 5, 5, 1, 3, 4, 5, 3, 2])
+    corpus = Corpus(test[:0], test[:0], test, vocab, "demo")
+    assert pick_sentences(corpus, 3, min_words=3, max_words=5) == ["a b .", "c c c", "a b c a ."]
+    assert pick_sentences(corpus, 1, min_words=4, max_words=5) == ["a b c a ."]
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ EXPECTED = {
     "ffattention": ("### Raffel & Ellis Table 1", 2),
     "addition": ("### Thesis 3.1: addition problem", 2),
     "language_model": ("### Table 3.1: test perplexity", 3),
-    "attention_examples": ("", 0),  # a placeholder until thesis_repro.attention_examples exists
+    "attention_examples": ("### Attention example", 1),
 }
 SHRINK = (
     "import operator\nfrom collections.abc import Callable\n\n"

@@ -42,6 +42,9 @@ SMOKE_FIGURES = (
     "lm_future-prefix_synthetic_smoke.pdf",
     "lm_future-position_synthetic_smoke.pdf",
     "lm_future-prefix-ptb_synthetic_smoke.pdf",
+    "attention_wsj_1_smoke.pdf",  # thesis 3.2.4 examples: smoke draws synthetic sentences
+    "attention_eltec_3_smoke.pdf",
+    "attention_eltec_position_1_smoke.pdf",
 )
 
 
@@ -137,7 +140,13 @@ def test_reproduce_runs_the_grids_in_order_then_reports(calls, tmp_path):
     assert calls[0][2] == tmp_path / "r" and all(c[2].synthetic for c in calls[2:-1])
     assert calls[-1][1:] == (tmp_path / "r", tmp_path / "f", tmp_path / "R.md", None)
     lm_steps = [f"lm {table} (synthetic)" for table in cli.LM_TABLES]
-    assert list(timings) == ["ffattention", "addition", *lm_steps, "report"]
+    assert list(timings) == [
+        "ffattention",
+        "addition",
+        *lm_steps,
+        "lm attention examples",
+        "report",
+    ]
     assert any("SYNTHETIC" in line for line in lines)
 
 

@@ -12,7 +12,8 @@ defined in each experiment module):
 2. ``thesis_repro.addition`` -- thesis 3.1, LSTM vs attention-gated LSTM;
 3. ``thesis_repro.lm`` -- thesis Tables 3.1 and 3.2, the PTB comparison, then the future-work
    tables of thesis 4.2 (prefix-length generalisation on eltec-pol and PTB, position-aware
-   attention), which reuse the runs of Table 3.1 and of the PTB table.
+   attention), which reuse the runs of Table 3.1 and of the PTB table; last the attention
+   examples of thesis 3.2.4 (``python -m thesis_repro.lm examples``) from the finished runs.
 
 Runs whose records are finished are skipped and interrupted ones resume, so the command can be
 repeated until everything is done. ``smoke`` trains the language models on the built-in
@@ -122,6 +123,11 @@ def reproduce(
         for table, source in sources.items():
             grid = partial(lm.run_grid, table, source, preset, results_dir, verbose=verbose)
             steps.append((f"lm {table} ({source.name})", grid))
+        if sources:
+            from thesis_repro.attention_examples import make_examples
+
+            examples = partial(make_examples, results_dir, Path(figures_dir), preset, log=log)
+            steps.append(("lm attention examples", examples))
     timings: dict[str, float] = {}
     for index, (name, step) in enumerate(steps, 1):
         log(f"##### [{index}/{len(steps)}] {name}, preset {preset} -> {results_dir}/")

@@ -11,8 +11,17 @@ sentence. Words outside the vocabulary (``<UNK>`` for the model) are set in ital
 
     draw_attention_examples(model, corpus, "Tekst zdania ...", "figures/attention.pdf")
 
+Computing and drawing are separate: ``example_record`` computes the weights of every window
+(a JSON-ready dict), ``draw_example`` draws such a record. The committed examples (``EXAMPLES``:
+the thesis's three Wall Street Journal sentences in PTB form, for the PTB 5-gram + 5 model; three
+Polish sentences from the eltec-pol test part, for the Table 3.1 5-gram + 5 model; one of them
+with and without position awareness, thesis 4.2) are computed from finished runs by
+``python -m thesis_repro.lm examples`` into ``results/lm/attention_examples/<name>.json``;
+``python -m thesis_repro report`` redraws ``figures/attention_<name>.pdf`` from those records,
+so the figures need no model.
+
 The text is set in a monospaced font, so a line's layout is just character counts. Used by
-``python -m thesis_repro.lm show-attention`` and for the thesis's WSJ sentences.
+``python -m thesis_repro.lm show-attention`` too.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from __future__ import annotations
 import os
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,33 +74,72 @@ def encode_sentence(
     return words, ids, known
 
 
-def attention_lines(
-    model: Any,
-    words: Sequence[str],
-    ids: np.ndarray,
-    known: np.ndarray,
-    prefix: int | None = None,
-    color: str = "#1f4e9c",
-) -> list[list[Word]]:
-    """One line per window of the sentence (thesis 3.2.4): prefix words with opacity
-    ``alpha / max alpha``, a bar, the window words, the predicted word (grey, if any)."""
+def panel_windows(model: Any, ids: np.ndarray, prefix: int | None = None) -> dict[str, Any]:
+    """The model's attention over every window of the sentence ``ids`` (thesis 3.2.4), as
+    JSON-ready data: ``order`` and per window ``target``, prefix ``positions`` (reading order)
+    and their ``weights``."""
     order, _ = model_shape(model)
+    windows = [
+        {
+            "target": int(example.target),
+            "positions": example.positions.tolist(),
+            "weights": [round(float(w), 6) for w in example.weights],
+        }
+        for example in prefix_attention(model, ids, prefix)
+    ]
+    return {"order": int(order), "windows": windows}
+
+
+def panel_lines(
+    panel: dict[str, Any], words: Sequence[str], known: Sequence[bool], color: str = "#1f4e9c"
+) -> list[list[Word]]:
+    """One line per window of a panel: prefix words with opacity ``alpha / max alpha``, a bar,
+    the window words, the predicted word (grey, if any)."""
+    order = panel["order"]
     lines = []
-    for example in prefix_attention(model, ids, prefix):
-        top = float(example.weights.max()) or 1.0
+    for window in panel["windows"]:
+        target, weights = window["target"], window["weights"]
+        top = max(weights) or 1.0
         line = [
-            Word(words[p], float(w) / top, color, not known[p])
-            for p, w in zip(example.positions.tolist(), example.weights, strict=True)
+            Word(words[p], w / top, color, not known[p])
+            for p, w in zip(window["positions"], weights, strict=True)
         ]
         line.append(Word("|", 1.0, "0.75"))
         line += [
-            Word(words[p], 1.0, "black", not known[p])
-            for p in range(example.target - order + 1, example.target)
+            Word(words[p], 1.0, "black", not known[p]) for p in range(target - order + 1, target)
         ]
-        if example.target < len(words):
-            line.append(Word("→ " + words[example.target], 1.0, "0.55", not known[example.target]))
+        if target < len(words):
+            line.append(Word("→ " + words[target], 1.0, "0.55", not known[target]))
         lines.append(line)
     return lines
+
+
+def example_record(
+    models: Any | Sequence[Any],
+    vocab: Corpus | Sequence[str],
+    sentence: str | Sequence[str],
+    titles: Sequence[str] | None = None,
+    prefix: int | None = None,
+) -> dict[str, Any]:
+    """The attention of every window of ``sentence`` for each model (one panel each), as a
+    JSON-ready record for ``draw_example``. ``vocab``: the ``Corpus`` the models were trained
+    on, or its word list; ``prefix``: prefix words to give the models (default: each one's
+    trained prefix)."""
+    models = list(models) if isinstance(models, Sequence) else [models]
+    titles = list(titles) if titles is not None else [m.name for m in models]
+    if len(titles) != len(models):
+        raise ValueError(f"{len(models)} models but {len(titles)} titles.")
+    words, ids, known = encode_sentence(vocab, sentence)
+    panels = [
+        {"title": title, **panel_windows(model, ids, prefix)}
+        for model, title in zip(models, titles, strict=True)
+    ]
+    if not all(panel["windows"] for panel in panels):
+        raise ValueError(
+            f"the sentence has {len(words)} words: too few for a window and a prefix word "
+            "(it needs at least n words for an n-gram model)."
+        )
+    return {"words": list(words), "known": known.tolist(), "panels": panels}
 
 
 def _width(line: Sequence[Word]) -> int:
@@ -124,22 +172,23 @@ def draw_attention_examples(
     thesis 4.2); ``vocab``: the ``Corpus`` they were trained on, or its word list; ``prefix``:
     prefix words to give the models (default: each one's trained prefix). Returns the path.
     """
+    record = example_record(model, vocab, sentence, titles, prefix)
+    return draw_example(record, path, fontsize, color)
+
+
+def draw_example(
+    record: dict[str, Any], path: str | os.PathLike, fontsize: float = 8.0, color: str = "#1f4e9c"
+) -> Path:
+    """Draw an ``example_record`` (thesis 3.2.4) to ``path``: the sentence, then one panel per
+    model with a line per window. Returns the path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = list(model) if isinstance(model, Sequence) else [model]
-    titles = list(titles) if titles is not None else [m.name for m in models]
-    if len(titles) != len(models):
-        raise ValueError(f"{len(models)} models but {len(titles)} titles.")
-    words, ids, known = encode_sentence(vocab, sentence)
-    panels = [attention_lines(m, words, ids, known, prefix, color) for m in models]
-    if not all(panels):
-        raise ValueError(
-            f"the sentence has {len(words)} words: too few for a window and a prefix word "
-            "(it needs at least n words for an n-gram model)."
-        )
+    words, known = record["words"], record["known"]
+    titles = [panel["title"] for panel in record["panels"]]
+    panels = [panel_lines(panel, words, known, color) for panel in record["panels"]]
     widths = [
         max(max(_width(line) for line in lines), len(t))
         for lines, t in zip(panels, titles, strict=True)
@@ -180,3 +229,172 @@ def draw_attention_examples(
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+# --- the committed examples ----------------------------------------------------------------
+
+# Thesis 3.2.4's three WSJ sentences as the PTB preprocessing (Mikolov et al.) writes them:
+# lowercase, no punctuation, numbers as N (the thesis's model read the spoken forms "nineteen
+# eighty eight", "one thousand"). Words outside PTB's 10k vocabulary (rosner, grambling,
+# libman, tensions) are <unk> for the model and set in italics.
+WSJ_SENTENCES = (
+    "brian rosner an assistant district attorney in manhattan who eventually prosecuted "
+    "messrs. grambling and libman",
+    "the company said the plant will be completed by late N and will employ between N and N people",
+    "trade tensions are a growing concern if we get into a broad front trade war it could slow "
+    "everyone down and change the political climate dramatically",
+)
+SENTENCE_ENDS = frozenset({".", "!", "?", "…", "<eos>"})
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One model of an example: the run ``<preset>-<model>-<variant>-seed<seed>`` of ``table``
+    (the naming of ``lm.RunConfig.name``)."""
+
+    table: str
+    model: str
+    variant: str
+    title: str
+    seed: int = 0
+
+    def record_file(self, results_dir: Path, corpus: str, preset: str) -> Path:
+        name = f"{preset}-{self.model}-{self.variant}-seed{self.seed}.json"
+        return Path(results_dir) / "lm" / corpus / self.table / name
+
+
+@dataclass(frozen=True)
+class Example:
+    """Sentences drawn for the same panels; ``sentences=()``: the first ``count`` sentences of
+    the corpus's test part that ``pick_sentences`` accepts. Figures are ``attention_<name>_<k>``."""
+
+    name: str
+    corpus: str
+    panels: tuple[Panel, ...]
+    sentences: tuple[str, ...] = ()
+    count: int = 3
+    note: str = ""
+
+
+_PLAIN_ELTEC = Panel("3.1", "5gram+5", "thesis", "5-gram + 5 (Table 3.1 model)")
+EXAMPLES: tuple[Example, ...] = (
+    Example(
+        "wsj",
+        "ptb",
+        (Panel("ptb", "5gram+5", "momentum", "5-gram + 5 trained on PTB"),),
+        WSJ_SENTENCES,
+        note="thesis 3.2.4's sentences, PTB form",
+    ),
+    Example("eltec", "eltec-pol", (_PLAIN_ELTEC,), note="eltec-pol test part"),
+    Example(
+        "eltec_position",
+        "eltec-pol",
+        (
+            _PLAIN_ELTEC,
+            Panel("future-position", "5gram+5-posbias", "thesis", "+ distance bias (4.2)"),
+            Panel("future-position", "5gram+5-posemb", "thesis", "+ distance embedding (4.2)"),
+        ),
+        count=1,
+        note="thesis 4.2: the same sentence with and without position awareness",
+    ),
+)
+EXAMPLES_FOLDER = Path("lm") / "attention_examples"  # under the results directory
+
+
+def pick_sentences(
+    corpus: Corpus, count: int = 3, min_words: int = 12, max_words: int = 25
+) -> list[str]:
+    """The first ``count`` sentences of ``corpus``'s test part with ``min_words..max_words``
+    tokens (sentence-final punctuation included) and no ``<UNK>``: a fixed rule, so the choice
+    is reproducible and not picked for what the attention does. Sentences end at ``.``, ``!``,
+    ``?``, ``…`` and at the ``<eos>`` of a paragraph end (not included)."""
+    ends = {i for i, word in enumerate(corpus.vocab) if word in SENTENCE_ENDS}
+    eos = corpus.word_to_id.get("<eos>")
+    picked: list[str] = []
+    sentence: list[int] = []
+    for token in corpus.test.tolist():
+        if token != eos:
+            sentence.append(token)
+        if token in ends:
+            if min_words <= len(sentence) <= max_words and 0 not in sentence:
+                picked.append(" ".join(corpus.vocab[i] for i in sentence))
+                if len(picked) == count:
+                    break
+            sentence = []
+    return picked
+
+
+def examples_for(preset: str, examples: Sequence[Example] = EXAMPLES) -> list[Example]:
+    """The examples of a preset: ``smoke`` trains every table on the synthetic corpus, so its
+    examples use that corpus and sentences picked from its test part."""
+    if preset != "smoke":
+        return list(examples)
+    return [replace(e, corpus="synthetic", sentences=()) for e in examples]
+
+
+def make_examples(
+    results_dir: Path,
+    figures_dir: Path,
+    preset: str = "cpu",
+    examples: Sequence[Example] = EXAMPLES,
+    log: Any = print,
+    force: bool = False,
+) -> list[Path]:
+    """Compute every example from the final models of its finished runs (seed 0 of
+    ``preset``), write its records (``<results>/lm/attention_examples/<name>_<k>.json``, with
+    ``_<preset>`` appended for presets other than cpu) and figures. Examples whose runs are not
+    finished (or whose final model is gone) are skipped with a one-line note, and so are those
+    whose records exist, unless ``force``."""
+    from thesis_repro import lm
+    from thesis_repro.records import command_line, load_record, write_json_atomic
+
+    written = []
+    suffix = "" if preset == "cpu" else f"_{preset}"
+    for example in examples_for(preset, examples):
+        count = len(example.sentences) or example.count
+        names = [f"{example.name}_{k}{suffix}" for k in range(1, count + 1)]
+        folder = Path(results_dir) / EXAMPLES_FOLDER
+        if not force and all((folder / f"{name}.json").exists() for name in names):
+            log(f"[skip] attention examples {example.name}: records exist (force to recompute)")
+            continue
+        files = [p.record_file(results_dir, example.corpus, preset) for p in example.panels]
+        records = [load_record(f) for f in files]
+        missing = [
+            str(f) for f, r in zip(files, records, strict=True) if not (r or {}).get("finished")
+        ]
+        if missing:
+            log(f"[skip] attention examples {example.name}: no finished run {', '.join(missing)}")
+            continue
+        try:
+            models = [lm.load_run_model(f) for f in files]
+        except lm.LMError as error:
+            log(f"[skip] attention examples {example.name}: {error}")
+            continue
+        config = lm.RunConfig(**records[0]["config"])
+        corpus = lm.load_lm_corpus(lm.record_source(records[0]), config, progress=False)
+        sentences = list(example.sentences) or pick_sentences(corpus, example.count)
+        for number, sentence in enumerate(sentences, 1):
+            record = example_record(models, corpus, sentence, [p.title for p in example.panels])
+            record.update(
+                example=example.name,
+                note=example.note,
+                runs=[str(f) for f in files],
+                command=command_line(),
+            )
+            name = f"{example.name}_{number}{suffix}"
+            write_json_atomic(folder / f"{name}.json", record)
+            written.append(draw_example(record, Path(figures_dir) / f"attention_{name}.pdf"))
+            log(f"wrote {written[-1]}")
+    return written
+
+
+def render_examples(results_dir: Path, figures_dir: Path) -> list[Path]:
+    """Redraw ``figures/attention_<name>.pdf`` from every example record (no model needed)."""
+    from thesis_repro.records import load_record
+
+    paths = []
+    for path in sorted((Path(results_dir) / EXAMPLES_FOLDER).glob("*.json")):
+        record = load_record(path)
+        if record is not None:
+            paths.append(draw_example(record, Path(figures_dir) / f"attention_{path.stem}.pdf"))
+    return paths

@@ -14,6 +14,7 @@ Future work of thesis 4.2 (same corpus and preset as Table 3.1, whose runs they 
     python -m thesis_repro.lm --prefix 5 --eval-prefix 10 20 sentence   # one run, more evals
     python -m thesis_repro.lm evaluate                 # fill in missing eval-prefix scores
     python -m thesis_repro.lm show-attention --checkpoint RUN.json [RUN2.json] --sentence "..."
+    python -m thesis_repro.lm examples --preset cpu    # thesis 3.2.4 figures from finished runs
 
 Methods (thesis 2.2, 3.2; SPEC E4):
 - Corpus (thesis 3.2.1): ``--corpus PATH``, or ``$THESIS_REPRO_DATA/<--corpus-name>`` (default
@@ -1463,6 +1464,9 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
                 name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
             title = f"{what} ({corpus}, preset {config.preset}): validation perplexity"
             render_figure(group, Path(figures_dir) / f"{name}.pdf", title)
+    from thesis_repro.attention_examples import render_examples
+
+    render_examples(Path(results_dir), Path(figures_dir))  # thesis 3.2.4, from their records
     return "\n".join(parts) if parts else f"no records under {root}\n"
 
 
@@ -1582,7 +1586,7 @@ def train_parser() -> argparse.ArgumentParser:
             "Train one language model of thesis 3.2 (Bengio n-gram LM, or with an "
             "attention-compressed prefix). Other commands: `python -m thesis_repro.lm grid "
             "--help` (Tables 3.1/3.2, PTB, thesis 4.2 future work), `... lm report --help`, "
-            "`... lm evaluate --help`, `... lm show-attention --help`."
+            "`... lm evaluate --help`, `... lm show-attention --help`, `... lm examples --help`."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_presets_epilog()
@@ -1753,6 +1757,37 @@ def show_attention_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def examples_parser() -> argparse.ArgumentParser:
+    from thesis_repro.attention_examples import EXAMPLES
+
+    listing = "; ".join(
+        f"{e.name}: {', '.join(f'{p.table}/{p.model}' for p in e.panels)} on {e.corpus}"
+        for e in EXAMPLES
+    )
+    parser = _Parser(
+        prog="python -m thesis_repro.lm examples",
+        description=_wrap(
+            "Thesis 3.2.4 (and 4.2): compute the committed attention examples from the final "
+            "models of finished runs (seed 0 of a preset), write their records to "
+            "<results>/lm/attention_examples/ and draw figures/attention_<name>_<k>.pdf. "
+            f"Examples: {listing}. Examples whose runs are missing are skipped."
+        ),
+    )
+    parser.add_argument(
+        "--preset", choices=tuple(PRESETS), default="cpu", help="whose runs (default: cpu)"
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="recompute examples whose records exist"
+    )
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS_DIR, help="records (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--figures", type=Path, default=FIGURES_DIR, help="figure PDFs (default: %(default)s)"
+    )
+    return parser
+
+
 def report_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m thesis_repro.lm report",
@@ -1787,6 +1822,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "report": report_parser,
         "evaluate": evaluate_parser,
         "show-attention": show_attention_parser,
+        "examples": examples_parser,
     }
     command = argv[0] if argv and argv[0] in parsers else "train"
     if argv and argv[0] == command:
@@ -1800,6 +1836,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "evaluate":
             evaluate_all(args.results, args.eval_prefix, args.table, args.verbose, args.jit)
             print(report(args.results, args.figures))
+            return 0
+        if command == "examples":
+            from thesis_repro.attention_examples import make_examples
+
+            make_examples(args.results, args.figures, args.preset, force=args.force)
             return 0
         if command == "show-attention":
             path = show_attention(args.checkpoint, args.sentence, args.out, args.prefix)

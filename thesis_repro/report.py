@@ -28,6 +28,9 @@ TITLES = {
     "lm": "Malik (2016) 3.2: feed-forward language models with an attention-compressed prefix",
 }
 
+# File-name prefixes of each experiment's figures in ``figures/`` (default: ``<name>_``).
+FIGURE_PREFIXES = {"lm": ("lm_", "attention_")}  # attention_*: thesis 3.2.4 examples
+
 
 def _experiments() -> dict[str, Callable[[Path, Path], str]]:
     """Name -> report function of every experiment that is present in the package."""
@@ -148,7 +151,8 @@ def write_report(
         ]
     parts.append("")
     for name, text in sections.items():
-        figures = sorted(figures_dir.glob(f"{name}_*.pdf"))
+        prefixes = FIGURE_PREFIXES.get(name, (f"{name}_",))
+        figures = sorted(p for prefix in prefixes for p in figures_dir.glob(f"{prefix}*.pdf"))
         parts += [f"## {TITLES.get(name, name)} (`{name}`)", ""]
         if figures:
             links = ", ".join(
