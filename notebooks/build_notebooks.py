@@ -290,7 +290,7 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
             """
         ),
         parameters(),
-        setup("lm"),
+        setup("lm, lm_tables"),
         code(
             """
             def render_lm(results):
@@ -302,14 +302,14 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
                     records = load_records(folder)
                     corpus, table = folder.parent.name, folder.name
                     if table in lm.FUTURE_TABLES:  # thesis 4.2: uses the corpus's other tables
-                        future = lm.render_future_table(table, load_records(folder.parent))
+                        future = lm_tables.render_future_table(table, load_records(folder.parent))
                         display(Markdown(future))
                         continue
-                    display(Markdown(lm.render_table(records)))
+                    display(Markdown(lm_tables.render_table(records)))
                     for preset in sorted({r["config"]["preset"] for r in records}):
                         group = [r for r in records if r["config"]["preset"] == preset]
                         path = SCRATCH / f"lm_{corpus}_{table}_{preset}.png"
-                        show(lm.render_figure(group, path, f"{corpus}, {table}, {preset}"))
+                        show(lm_tables.render_figure(group, path, f"{corpus}, {table}, {preset}"))
             """
         ),
         md(

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import pytest
 
-from thesis_repro import lm
+from thesis_repro import lm, lm_tables
 from thesis_repro.language_models import (
     DECAYED_LAYERS,
     ScoreBatches,
@@ -358,7 +358,7 @@ def test_smoke_grid_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert {"train_loss", "train_nll", "valid_perplexity", "ms_per_step"} <= set(
         record["epochs"][0]
     )
-    text = lm.report(results, figures)
+    text = lm_tables.report(results, figures)
     assert "| 5-gram + 5 |" in text and "411.43 ± 8.37" in text and "| 2 |" in text
     assert (folder / "table.md").read_text() == text
     assert (figures / "lm_fig3.5_synthetic_smoke.pdf").stat().st_size > 1000

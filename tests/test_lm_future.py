@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import pytest
 
-from thesis_repro import language_models, lm
+from thesis_repro import language_models, lm, lm_tables
 from thesis_repro.attention_examples import (
     draw_attention_examples,
     draw_example,
@@ -373,7 +373,7 @@ def future_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for table in ("future-prefix", "future-position"):
         lm.run_grid(table, source, "smoke", root / "results", seeds=(0,), verbose=0,
                     eval_prefixes=EVALS, epochs=1)  # fmt: skip
-    lm.report(root / "results", root / "figures")
+    lm_tables.report(root / "results", root / "figures")
     return root
 
 
@@ -543,6 +543,6 @@ def test_future_grids_full_smoke_preset(tmp_path: Path) -> None:
     for table in ("future-prefix", "future-position"):
         records = lm.run_grid(table, source, "smoke", tmp_path, verbose=0)
         assert all(r["finished"] for r in records)
-    text = lm.report(tmp_path, tmp_path / "figures")
+    text = lm_tables.report(tmp_path, tmp_path / "figures")
     assert "| 5-gram + 20 | 2 |" in text and "| 5-gram + 1..20, distance bias | 2 |" in text
     assert " ± " in text.split("| 5-gram + 1..20 | 2 |")[1].splitlines()[0]

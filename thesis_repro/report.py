@@ -32,14 +32,19 @@ TITLES = {
 FIGURE_PREFIXES = {"lm": ("lm_", "attention_")}  # attention_*: thesis 3.2.4 examples
 
 
+# The module whose ``report`` renders each experiment (default: the experiment's own module).
+REPORT_MODULES = {"lm": "lm_tables"}
+
+
 def _experiments() -> dict[str, Callable[[Path, Path], str]]:
     """Name -> report function of every experiment that is present in the package."""
     found = {}
     for name in EXPERIMENTS:
+        module_name = f"thesis_repro.{REPORT_MODULES.get(name, name)}"
         try:
-            module = importlib.import_module(f"thesis_repro.{name}")
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as error:
-            if error.name != f"thesis_repro.{name}":
+            if error.name != module_name:
                 raise
             continue
         if hasattr(module, "report"):

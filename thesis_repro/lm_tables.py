@@ -1,0 +1,462 @@
+"""Tables and figures of the language-model experiments (thesis 3.2, 4.2) from their records.
+
+``report`` renders, for every ``results/lm/<corpus>/<table>/``, ``table.md`` (test perplexity,
+mean ± std over instances, beside the thesis's numbers: ``render_table``) and the validation
+perplexity per epoch (thesis Figs 3.4, 3.5: ``render_figure``); for the future-work tables of
+thesis 4.2, the perplexity by training regime and evaluation prefix (``render_future_table``,
+``render_future_figure``), drawing on the other tables' records of the same corpus; and the
+attention-example figures of thesis 3.2.4 from their records. The runs themselves, their
+configurations and the thesis's numbers live in ``thesis_repro.lm``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from thesis_repro.lm import (
+    EXPERIMENT,
+    FIGURES_DIR,
+    FUTURE_TABLES,
+    HISTORY_CAP,
+    SENTENCE,
+    TABLES,
+    VARIANTS,
+    FutureTable,
+    Regime,
+    RunConfig,
+    model_label,
+    preset_config,
+)
+from thesis_repro.records import RESULTS_DIR, load_records, produced_by
+
+_GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
+ModelKey = tuple[int, int, int, str]  # order, prefix, min_prefix, position_aware
+
+
+def _model_key(config: dict) -> ModelKey:
+    """A record's model: what ``_groups`` leaves out, apart from the seed."""
+    return (
+        config["order"],
+        config["prefix"],
+        config.get("min_prefix", 0),
+        config.get("position_aware", "none"),
+    )
+
+
+def _groups(records: list[dict]) -> dict[str, list[dict]]:
+    """Records of one table split by everything but model and seed (preset, overrides)."""
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        key = json.dumps({k: v for k, v in record["config"].items() if k not in _GROUP_IGNORES})
+        groups.setdefault(key, []).append(record)
+    return groups
+
+
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    """Mean and sample standard deviation (ddof = 1; None for a single value)."""
+    array = np.asarray(values, dtype=float)
+    return float(array.mean()), (float(array.std(ddof=1)) if len(array) > 1 else None)
+
+
+def _fmt(mean: float, std: float | None) -> str:
+    return f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
+
+
+def render_table(records: list[dict]) -> str:
+    """Markdown: test perplexity (mean ± std over instances) beside the thesis's numbers."""
+    lines: list[str] = []
+    for group in _groups(records).values():
+        config = group[0]["config"]
+        spec = TABLES.get(config["table"])
+        models: list[ModelKey] = [(o, p, 0, "none") for o, p in spec.models] if spec else []
+        for r in group:
+            if _model_key(r["config"]) not in models:
+                models.append(_model_key(r["config"]))
+        vocab = {r.get("corpus", {}).get("vocab_size") for r in group} - {None}
+        variant = VARIANTS[config["variant"]]
+        title = spec.title if spec else "Single runs: test perplexity"
+        lines += [
+            f"### {title}",
+            "",
+            f"Corpus `{config['corpus']}` (max_words {config['max_words']:,}, min_count "
+            f"{config['min_count']}, V = {', '.join(f'{v:,}' for v in sorted(vocab)) or '?'}), "
+            f"preset `{config['preset']}`: {config['epochs']} epochs, batch "
+            f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
+            f"momentum {variant.momentum:g}, weight decay {config['weight_decay']:g}·||W||² on "
+            f"W_mh, W_hl; targets from position {config['first_target']}. Std: sample std "
+            "(ddof 1) over instances. Ratio: perplexity / the 5-gram's.",
+            "",
+            "| model | test perplexity (ours) | instances | valid (last epoch) | ratio (ours) "
+            "| thesis | ratio (thesis) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        finished = {
+            key: [r for r in group if r.get("finished") and _model_key(r["config"]) == key]
+            for key in models
+        }
+        base = finished.get((5, 0, 0, "none"))
+        base_mean = _mean_std([r["summary"]["test_perplexity"] for r in base])[0] if base else None
+        paper = spec.paper if spec else {}
+        for key in models:
+            label = model_label(*key)
+            done = finished[key]
+            started = [r for r in group if _model_key(r["config"]) == key]
+            if done:
+                mean, std = _mean_std([r["summary"]["test_perplexity"] for r in done])
+                ours = _fmt(mean, std)
+                valid = _fmt(*_mean_std([r["summary"]["final_valid_perplexity"] for r in done]))
+                ratio = f"{mean / base_mean:.3f}" if base_mean else "–"
+            else:
+                ours, valid, ratio = "–", "–", "–"
+            running = len(started) - len(done)
+            count = f"{len(done)}" + (f" (+{running} unfinished)" if running else "")
+            shape = key[:2] if key[2:] == (0, "none") else None
+            if shape in paper:
+                p_mean, p_std = paper[shape]
+                thesis = f"{p_mean:.2f} ± {p_std:.2f}"
+                p_ratio = f"{p_mean / paper[(5, 0)][0]:.3f}" if (5, 0) in paper else "–"
+            else:
+                thesis, p_ratio = "–", "–"
+            lines.append(
+                f"| {label} | {ours} | {count} | {valid} | {ratio} | {thesis} | {p_ratio} |"
+            )
+        lines += ["", produced_by(group, limit=2), ""]
+    return "\n".join(lines)
+
+
+def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
+    """Validation perplexity after each epoch: mean per model, min-max band over instances."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_model: dict[ModelKey, list[dict]] = {}
+    for r in records:
+        if r["epochs"]:
+            by_model.setdefault(_model_key(r["config"]), []).append(r)
+    if not by_model:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for index, (key, runs) in enumerate(sorted(by_model.items())):
+        color = f"C{index}"
+        length = max(len(r["epochs"]) for r in runs)
+        curves = np.full((len(runs), length), np.nan)
+        for row, r in enumerate(runs):
+            values = [e["valid_perplexity"] for e in r["epochs"]]
+            curves[row, : len(values)] = values
+        epochs = np.arange(1, length + 1)
+        label = model_label(*key)
+        mean = np.nanmean(curves, 0)
+        ax.plot(epochs, mean, "o-", color=color, ms=3, label=f"{label} ({len(runs)} runs)")
+        if len(runs) > 1:
+            low, high = np.nanmin(curves, 0), np.nanmax(curves, 0)
+            ax.fill_between(epochs, low, high, color=color, alpha=0.2, lw=0)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation perplexity")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, list[dict]]]:
+    """Records of a future-work table's regimes (from any table folder of the corpus), split
+    by scale (preset, overrides); only groups with a run of the table itself."""
+    spec = FUTURE_TABLES[table]
+    groups: dict[str, dict[Regime, list[dict]]] = {}
+    for r in records:
+        config = r["config"]
+        if config["variant"] != spec.variant:
+            continue
+        for regime in spec.regimes:
+            if regime.table == config["table"] and regime.key == _model_key(config):
+                ignore = (*_GROUP_IGNORES, "table")
+                key = json.dumps({k: v for k, v in config.items() if k not in ignore})
+                groups.setdefault(key, {}).setdefault(regime, []).append(r)
+    return {
+        key: group
+        for key, group in groups.items()
+        if any(r["config"]["table"] == table for runs in group.values() for r in runs)
+    }
+
+
+def _scores(runs: list[dict], column: str) -> dict[int, float]:
+    """Seed -> test perplexity of finished runs at eval prefix ``column`` (``"test"``: the
+    trained prefix; a run without a prefix scores the same in every column)."""
+    scores = {}
+    for r in runs:
+        summary = r.get("summary", {})
+        if not r.get("finished"):
+            continue
+        if column == "test" or not r["config"]["prefix"]:
+            scores[r["config"]["seed"]] = summary["test_perplexity"]
+        elif column in summary.get("eval_prefix", {}):
+            scores[r["config"]["seed"]] = summary["eval_prefix"][column]
+    return scores
+
+
+def _cell(runs: list[dict], column: str) -> str:
+    values = list(_scores(runs, column).values())
+    if not values:
+        return "–"
+    finished = sum(1 for r in runs if r.get("finished"))
+    return _fmt(*_mean_std(values)) + (
+        f" ({len(values)}/{finished})" if len(values) < finished else ""
+    )
+
+
+def _sentence_words(group: dict[Regime, list[dict]]) -> float | None:
+    for runs in group.values():
+        for r in runs:
+            words = r.get("summary", {}).get("eval_prefix_words", {})
+            if SENTENCE in words:
+                return float(words[SENTENCE])
+    return None
+
+
+def _column_label(column: str, sentence_words: float | None) -> str:
+    if column != SENTENCE:
+        return f"eval {column}"
+    mean = f", {sentence_words:.1f} on average" if sentence_words is not None else ""
+    return f"eval sentence (≤ {HISTORY_CAP} words{mean})"
+
+
+def render_future_table(table: str, records: list[dict]) -> str:
+    """Markdown for a thesis 4.2 table: test perplexity, mean ± std over instances, by model
+    (rows) and eval prefix (columns); with position-aware rows, the paired difference to the
+    same model without position awareness, and the learned distance biases."""
+    spec = FUTURE_TABLES[table]
+    columns = [str(e) for e in spec.eval_prefixes]
+    lines: list[str] = []
+    for group in _future_groups(table, records).values():
+        config = next(iter(group.values()))[0]["config"]
+        vocab = {r.get("corpus", {}).get("vocab_size") for runs in group.values() for r in runs}
+        vocab -= {None}
+        variant = VARIANTS[spec.variant]
+        words = _sentence_words(group)
+        lines += [
+            f"### {spec.title}",
+            "",
+            f"Corpus `{config['corpus']}` (max_words {config['max_words']:,}, min_count "
+            f"{config['min_count']}, V = {', '.join(f'{v:,}' for v in sorted(vocab)) or '?'}), "
+            f"preset `{config['preset']}`: {config['epochs']} epochs, batch "
+            f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
+            f"momentum {variant.momentum:g}; targets from position {config['first_target']}. "
+            "Test perplexity, mean ± sample std (ddof 1) over instances (seeds), each model "
+            "evaluated without retraining with the given number of prefix words; bold: the "
+            "trained prefix; `+ 1..20`: trained with a prefix length uniform in 1..20 per "
+            "minibatch; n-gram rows see no prefix (the same value in every column); "
+            "`(k/n)`: only k of n finished runs have that score so far "
+            "(`python -m thesis_repro.lm evaluate`).",
+            "",
+            "| model | instances | test (trained prefix) | "
+            + " | ".join(_column_label(c, words) for c in columns)
+            + " |",
+            "|---|---|---|" + "---|" * len(columns),
+        ]
+        for regime in spec.regimes:
+            runs = group.get(regime, [])
+            done = sum(1 for r in runs if r.get("finished"))
+            count = f"{done}" + (f" (+{len(runs) - done} unfinished)" if len(runs) > done else "")
+            cells = []
+            for column in columns:
+                text = _cell(runs, column)
+                trained = regime.prefix and column == str(regime.prefix)
+                cells.append(f"**{text}**" if trained and text != "–" else text)
+            lines.append(
+                f"| {model_label(*regime.key)} | {count} | {_cell(runs, 'test')} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        lines += _position_lines(spec, group, columns)
+        lines += ["", produced_by([r for runs in group.values() for r in runs]), ""]
+    return "\n".join(lines)
+
+
+def _position_lines(
+    spec: FutureTable, group: dict[Regime, list[dict]], columns: list[str]
+) -> list[str]:
+    """Paired differences (aware - plain, same seeds) and the learned biases beta_j."""
+    aware = [g for g in spec.regimes if g.position_aware != "none"]
+    if not aware:
+        return []
+    lines = [
+        "",
+        "Position awareness minus the same model without it, paired by seed (negative: "
+        "position awareness helps); mean ± std over the seeds both have:",
+        "",
+        "| model | seeds | test (trained prefix) | "
+        + " | ".join(f"eval {c}" for c in columns)
+        + " |",
+        "|---|---|---|" + "---|" * len(columns),
+    ]
+    biases = []
+    for regime in aware:
+        plain = replace(regime, position_aware="none")
+        plain_runs = next((runs for g, runs in group.items() if g.key == plain.key), [])
+        cells, seeds = [], set()
+        for column in ["test", *columns]:
+            ours, theirs = _scores(group.get(regime, []), column), _scores(plain_runs, column)
+            paired = sorted(set(ours) & set(theirs))
+            seeds |= set(paired)
+            diffs = [ours[s] - theirs[s] for s in paired]
+            cells.append(_fmt(*_mean_std(diffs)) if diffs else "–")
+        lines.append(f"| {model_label(*regime.key)} | {len(seeds)} | " + " | ".join(cells) + " |")
+        betas = [
+            r["summary"]["distance_bias"]
+            for r in group.get(regime, [])
+            if r.get("finished") and "distance_bias" in r.get("summary", {})
+        ]
+        if betas:
+            mean = np.mean(np.asarray(betas, dtype=float), axis=0)
+            biases.append(
+                f"- {model_label(*regime.key)} ({len(betas)} runs): "
+                + ", ".join(f"{b:+.2f}" for b in mean)
+            )
+    if biases:
+        lines += [
+            "",
+            "Learned distance bias beta_j added to the attention energies, mean over runs, "
+            "j = 0 (the word just before the window) to p-1 (farther words use beta_(p-1)):",
+            "",
+            *biases,
+        ]
+    return lines
+
+
+def render_future_figure(
+    table: str, group: dict[Regime, list[dict]], path: Path, title: str
+) -> Path | None:
+    """Test perplexity against the eval prefix, one line per training regime (mean, error
+    bars: std over instances); n-gram rows as horizontal lines (thesis 4.2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = FUTURE_TABLES[table]
+    columns = [str(e) for e in spec.eval_prefixes]
+    x = np.arange(len(columns))
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    drawn = False
+    families = sorted({(g.order, g.prefix, g.min_prefix) for g in spec.regimes if g.prefix})
+    lines = [g for g in spec.regimes if g.prefix]
+    for regime in spec.regimes:
+        runs = group.get(regime, [])
+        if not regime.prefix:
+            values = list(_scores(runs, "test").values())
+            if values:
+                ax.axhline(
+                    np.mean(values), color="0.4", lw=1, ls=(0, (1, 2)) if regime.order > 5 else "--"
+                )
+                ax.annotate(
+                    model_label(*regime.key),
+                    (x[-1], np.mean(values)),
+                    fontsize=7,
+                    ha="right",
+                    va="bottom",
+                    color="0.3",
+                )
+                drawn = True
+            continue
+        stats = [_scores(runs, c) for c in columns]
+        if not any(stats):
+            continue
+        mean = np.array([np.mean(list(s.values())) if s else np.nan for s in stats])
+        std = np.array([np.std(list(s.values()), ddof=1) if len(s) > 1 else 0.0 for s in stats])
+        color = f"C{families.index((regime.order, regime.prefix, regime.min_prefix))}"
+        style = {"none": "o-", "bias": "s--", "embedding": "^:"}[regime.position_aware]
+        count = max(len(s) for s in stats)
+        dodge = 0.06 * (lines.index(regime) - (len(lines) - 1) / 2)  # error bars apart
+        ax.errorbar(
+            x + dodge,
+            mean,
+            yerr=std,
+            fmt=style,
+            color=color,
+            ms=4,
+            capsize=2,
+            label=f"{model_label(*regime.key)} ({count} runs)",
+        )
+        drawn = True
+    if not drawn:
+        plt.close(fig)
+        return None
+    words = _sentence_words(group)
+    labels = [
+        c if c != SENTENCE else "sentence" + (f"\n(~{words:.0f})" if words else "") for c in columns
+    ]
+    ax.set_xticks(x, labels)
+    ax.set_xlabel("prefix words at evaluation (model trained with the prefix in its label)")
+    ax.set_ylabel("test perplexity")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _report_future(table: str, corpus_folder: Path, figures_dir: Path) -> str:
+    """Table text (also written to its folder's ``table.md``) and figure of a future table."""
+    records = load_records(corpus_folder)
+    text = render_future_table(table, records)
+    (corpus_folder / table / "table.md").write_text(text)
+    for key, group in _future_groups(table, records).items():
+        config = RunConfig(**next(iter(group.values()))[0]["config"])
+        name = f"lm_{table}_{corpus_folder.name}_{config.preset}"
+        if config != preset_config(config):
+            name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
+        title = f"{table} ({corpus_folder.name}, preset {config.preset}): test perplexity"
+        render_future_figure(table, group, Path(figures_dir) / f"{name}.pdf", title)
+    return text
+
+
+def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
+    """For every ``results/lm/<corpus>/<table>/``: ``table.md`` and its figure PDF(s); a
+    future-work table (thesis 4.2) also draws on the other tables' records of its corpus."""
+    root = Path(results_dir) / EXPERIMENT
+    parts = []
+    for folder in sorted(p for p in root.glob("*/*") if p.is_dir()):
+        records = load_records(folder)
+        if not records:
+            continue
+        corpus, table = folder.parent.name, folder.name
+        if table in FUTURE_TABLES:
+            parts.append(_report_future(table, folder.parent, Path(figures_dir)))
+            continue
+        text = render_table(records)
+        (folder / "table.md").write_text(text)
+        parts.append(text)
+        spec = TABLES.get(table)
+        for key, group in _groups(records).items():
+            config = RunConfig(**group[0]["config"])
+            if spec and spec.figure != table:
+                name, what = f"lm_fig{spec.figure}", f"Figure {spec.figure}"
+            else:
+                name, what = f"lm_{table}", f"{table}: {config.variant}"
+            name += f"_{corpus}_{config.preset}" + ("" if spec else f"_{config.variant}")
+            if config != preset_config(config):  # overrides: keep apart from the preset's
+                name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
+            title = f"{what} ({corpus}, preset {config.preset}): validation perplexity"
+            render_figure(group, Path(figures_dir) / f"{name}.pdf", title)
+    from thesis_repro.attention_examples import render_examples
+
+    render_examples(Path(results_dir), Path(figures_dir))  # thesis 3.2.4, from their records
+    return "\n".join(parts) if parts else f"no records under {root}\n"
