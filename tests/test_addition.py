@@ -142,6 +142,15 @@ def test_learning_start_is_first_epoch_below_threshold():
     assert addition.LEARNING_THRESHOLD < tasks.BASELINE_MSE_THESIS_ADDITION
 
 
+def test_learned_for_good_ignores_passing_dips():
+    losses = [0.17, 0.08, 0.17, 0.09, 0.05, 0.01]  # a dip at epoch 2, for good from epoch 4
+    epochs = [{"epoch": i + 1, "train_loss": v} for i, v in enumerate(losses)]
+    assert addition.first_step_below(epochs, 100) == 200
+    assert addition.first_step_staying_below(epochs, 100) == 400
+    assert addition.first_step_staying_below(epochs[:3], 100) is None
+    assert addition.first_step_staying_below(epochs[:2], 100) == 200  # (so far)
+
+
 def test_run_config_validates_and_reads_back_from_json():
     config = addition.RunConfig("gated-joint", steps=300)
     assert json.loads(json.dumps(config.as_record())) == config.as_record()

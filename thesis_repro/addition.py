@@ -31,7 +31,9 @@ first step at which the 100-step mean training MSE falls below ``LEARNING_THRESH
 Why 0.1: a model that ignores the marked values sits at 1/6 = 0.167 (the 100-step mean of an
 unlearned model fluctuates by about 0.003, so 0.1 is no accident), and a model that has picked up
 one of the two marked values reaches 1/12 = 0.083 (the other value's variance); 0.1 lies between
-the two, so crossing it means the network has begun to carry a marked value to the end.
+the two, so crossing it means the network has begun to carry a marked value to the end. Runs
+can dip below it and climb back (one value carried for a while), so the table also gives the
+step from which the training MSE stays below 0.1 to the end ("for good").
 
 Every run writes ``results/addition/<model>/<run>.json`` after each epoch; the last checkpoint
 is kept beside it (``checkpoints/``, git-ignored) for further analysis.
@@ -395,13 +397,31 @@ def first_step_below(
     return None
 
 
+def first_step_staying_below(
+    epochs: list[dict], steps_per_epoch: int, threshold: float = LEARNING_THRESHOLD
+) -> int | None:
+    """The last step of the first epoch from which every epoch's mean training MSE stays below
+    ``threshold`` to the end of the run ("learned for good"), or None. Unlike
+    ``first_step_below`` it ignores passing dips (e.g. to 1/12 when one value is briefly
+    carried)."""
+    start = None
+    for entry in epochs:
+        if entry["train_loss"] >= threshold:
+            start = None
+        elif start is None:
+            start = entry["epoch"] * steps_per_epoch
+    return start
+
+
 def summarize(record: dict) -> dict[str, Any]:
-    """Steps run, first step below the threshold and final training MSE of a record."""
+    """Steps run, first step below the threshold, first step from which the training MSE stays
+    below it, and final training MSE of a record (all from its epochs)."""
     epochs = record["epochs"]
     steps_per_epoch = record["config"]["steps_per_epoch"]
     return {
         "steps_run": len(epochs) * steps_per_epoch,
         "first_step_below_threshold": first_step_below(epochs, steps_per_epoch),
+        "stays_below_threshold_from": first_step_staying_below(epochs, steps_per_epoch),
         "threshold": LEARNING_THRESHOLD,
         "final_train_mse": epochs[-1]["train_loss"] if epochs else None,
     }
@@ -591,23 +611,31 @@ def render_table(records: list[dict]) -> str:
         f'"Learning starts" = first step at which the mean training MSE over {per_epoch} steps '
         f"is below "
         f"{threshold} (the baseline of predicting 1 is 1/6 = 0.167; having learned one of the "
-        f"two values gives 1/12 = 0.083). Thesis: about 2000 steps with attention, about 8000 "
-        f"without.",
+        f'two values gives 1/12 = 0.083); "for good" = first step from which it stays below '
+        f"{threshold} to the end of the run (passing dips excluded). Thesis: learning starts "
+        f"at about 2000 steps with attention, about 8000 without.",
         "",
-        "| model | steps | runs | learned (< " + threshold + ") | learning starts at step: "
-        "mean ± std [min, max] | thesis | final training MSE |",
-        "|---|---|---|---|---|---|---|",
+        "| model | steps | runs | below " + threshold + " at some point | learning starts at "
+        "step: mean ± std [min, max] | below " + threshold + " for good | for good from step "
+        "| thesis | final training MSE |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     groups = _groups(records)
     for (model, steps), group in groups.items():
-        summaries = [r["summary"] or summarize(r) for r in group]
+        summaries = [summarize(r) for r in group]
         starts = [s["first_step_below_threshold"] for s in summaries]
         learned = [s for s in starts if s is not None]
+        kept = [
+            s["stays_below_threshold_from"]
+            for s in summaries
+            if s["stays_below_threshold_from"] is not None
+        ]
         finals = [s["final_train_mse"] for s in summaries if s["final_train_mse"] is not None]
         running = sum(not r.get("finished") for r in group)
         lines.append(
             f"| {model} | {steps} | {len(group)}{f' ({running} running)' if running else ''} "
             f"| {len(learned)} of {len(group)} | {_spread(learned, '.0f')} "
+            f"| {len(kept)} of {len(group)} | {_spread(kept, '.0f')} "
             f"| ~{PAPER_LEARNING_STARTS[model]} | {_spread(finals)} |"
         )
     finished = [r for r in records if r.get("generalisation")]
@@ -658,13 +686,18 @@ def render_table(records: list[dict]) -> str:
         "",
         "#### Runs",
         "",
-        f"| run | learning starts (< {threshold}) | final training MSE | MSE at shortest / "
-        "longest test length | i_t marked / other | minutes |",
-        "|---|---|---|---|---|---|",
+        f"| run | learning starts (< {threshold}) | for good from | final training MSE | MSE at "
+        "shortest / longest test length | i_t marked / other | minutes |",
+        "|---|---|---|---|---|---|---|",
     ]
     lines += [_run_row(r) for group in groups.values() for r in group]
     lines += ["", produced_by(records)]
     return "\n".join(lines) + "\n"
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 run``, ``3 runs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _values(records: list[dict], key: str) -> list:
@@ -674,7 +707,7 @@ def _values(records: list[dict], key: str) -> list:
 
 def _run_row(record: dict) -> str:
     """One line of the runs table."""
-    summary = record["summary"] or summarize(record)
+    summary = summarize(record)
     gen = record.get("generalisation", {})
     gates = record.get("gates", {})
     final = summary["final_train_mse"]
@@ -683,6 +716,7 @@ def _run_row(record: dict) -> str:
     cells = [
         Path(record["path"]).stem + ("" if record.get("finished") else " (running)"),
         str(summary["first_step_below_threshold"] or "–"),
+        str(summary["stays_below_threshold_from"] or "–"),
         "–" if final is None else f"{final:.3g}",
         " / ".join(f"{gen[k]:.3g}" for k in ends) or "–",
         f"{gates['input_gate_marked']:.3g} / {gates['input_gate_other']:.3g}" if gates else "–",
@@ -736,7 +770,7 @@ def render_training_figure(records: list[dict], path: Path) -> Path | None:
         if PAPER_LEARNING_STARTS[model] <= steps:
             ax.axvline(PAPER_LEARNING_STARTS[model], color="C3", ls=":", lw=1, label="thesis start")
         ax.set_yscale("log")
-        ax.set_title(f"{MODEL_LABELS[model]}\n{len(group)} runs", fontsize=8)
+        ax.set_title(f"{MODEL_LABELS[model]}\n{_count(len(group), 'run')}", fontsize=8)
         ax.set_xlabel("training step")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
@@ -768,7 +802,7 @@ def render_generalisation_figure(records: list[dict], path: Path) -> Path | None
             ms=3,
             capsize=2,
             color=f"C{index}",
-            label=f"{model} ({steps} steps, {len(group)} runs)",
+            label=f"{model} ({steps} steps, {_count(len(group), 'run')})",
         )
     ax.axhline(BASELINE_MSE, color="k", ls="--", lw=1, label="baseline 1/6")
     ax.set_yscale("log")
