@@ -30,6 +30,7 @@ TABLE_HEADERS = (
     "### Thesis 4.2, prefix-length generalisation",
     "### Thesis 4.2, position-aware attention",
     "### Thesis 4.2 on PTB, prefix-length generalisation",
+    "### Thesis 4.2 on PTB, position-aware attention",
 )
 # The figures of the smoke preset (the LM's are named after corpus and preset).
 SMOKE_FIGURES = (
@@ -42,6 +43,7 @@ SMOKE_FIGURES = (
     "lm_future-prefix_synthetic_smoke.pdf",
     "lm_future-position_synthetic_smoke.pdf",
     "lm_future-prefix-ptb_synthetic_smoke.pdf",
+    "lm_future-position-ptb_synthetic_smoke.pdf",
     "attention_wsj_1_smoke.pdf",  # thesis 3.2.4 examples: smoke draws synthetic sentences
     "attention_eltec_3_smoke.pdf",
     "attention_eltec_position_1_smoke.pdf",
@@ -104,7 +106,7 @@ def test_missing_corpus_skips_the_language_models_with_one_line(tmp_path):
     sources, note = cli.lm_sources("cpu", tmp_path)
     assert set(sources) == {"3.1", "3.2", "future-prefix", "future-position"}
     assert sources["3.1"].name == "eltec-pol"
-    assert "table ptb" in note and "table future-prefix-ptb" in note and "\n" not in note
+    assert "table ptb" in note and "table future-position-ptb" in note and "\n" not in note
 
 
 # --- reproduce: the order of the steps (grids replaced by stand-ins) -----------------------

@@ -6,11 +6,13 @@
     python -m thesis_repro.lm grid --table ptb --preset cpu   # PTB: 5-gram vs 5-gram + 5
     python -m thesis_repro.lm report                          # tables and figures from records
 
-Future work of thesis 4.2 (same corpus and preset as Table 3.1, whose runs they reuse):
+Future work of thesis 4.2 (same corpus and preset as Table 3.1 or the PTB table, whose runs they
+reuse):
 
     python -m thesis_repro.lm grid --table future-prefix --preset cpu    # train x eval prefix
     python -m thesis_repro.lm grid --table future-position --preset cpu  # distance-aware attention
-    python -m thesis_repro.lm grid --table future-prefix-ptb --preset cpu  # prefix lengths, PTB
+    python -m thesis_repro.lm grid --table future-prefix-ptb --preset cpu    # the same on PTB
+    python -m thesis_repro.lm grid --table future-position-ptb --preset cpu  # (reuse PTB runs)
     python -m thesis_repro.lm --prefix 5 --eval-prefix 10 20 sentence   # one run, more evals
     python -m thesis_repro.lm evaluate                 # fill in missing eval-prefix scores
     python -m thesis_repro.lm show-attention --checkpoint RUN.json [RUN2.json] --sentence "..."
@@ -238,6 +240,20 @@ FUTURE_TABLES: dict[str, FutureTable] = {
         variant="momentum",
         corpus_name="ptb",
     ),
+    "future-position-ptb": FutureTable(
+        "Thesis 4.2 on PTB, position-aware attention: test perplexity by model (rows) and "
+        "evaluation prefix (columns); momentum variant, as the PTB table",
+        (
+            Regime(5, table="ptb"),
+            Regime(5, 5, table="ptb"),
+            Regime(5, 5, position_aware="bias", table="future-position-ptb"),
+            Regime(5, 5, position_aware="embedding", table="future-position-ptb"),
+        ),
+        runtime="cpu: 6 new runs (5-gram + 5 with distance bias and with distance embedding "
+        "on PTB; 3 seeds) of ~10 min, evaluations included: ~1 h when the PTB table is done",
+        variant="momentum",
+        corpus_name="ptb",
+    ),
 }
 
 
@@ -290,7 +306,8 @@ PRESETS: dict[str, Preset] = {
             "(12 runs) ~1.2 h, Table 3.2 (9 runs) ~55 min, PTB (all of it: V = 10,000, 930k "
             "train words; 6 runs) ~1 h; thesis 4.2 tables (same corpus settings, so they reuse "
             "the Table 3.1 and PTB runs; 20-word prefixes cost ~10% more): future-prefix ~1 h, "
-            "future-position ~1.5 h, future-prefix-ptb ~40 min. A second training on the same "
+            "future-position ~1.5 h, future-prefix-ptb ~40 min, future-position-ptb ~1 h. A "
+            "second training on the same "
             "2 cores doubles or triples these times. "
             "On a GPU: minutes per table. Expect the thesis's ordering and gaps (5-gram worst, "
             "5-gram + 5 best), not its absolute perplexities (other corpus, V, training length)"
@@ -1088,11 +1105,7 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         "--corpus-name",
         metavar="NAME",
         help=f"corpus inside ${DATA_ENV} when --corpus is not given (default: "
-        + (
-            "the table's: ptb for ptb and future-prefix-ptb, else eltec-pol)"
-            if grid
-            else "eltec-pol)"
-        ),
+        + ("the table's: ptb for ptb and future-*-ptb, else eltec-pol)" if grid else "eltec-pol)"),
     )
     parser.add_argument(
         "--preset",
@@ -1243,7 +1256,7 @@ def grid_parser() -> argparse.ArgumentParser:
         choices=(*TABLES, *FUTURE_TABLES),
         default="3.1",
         help="model set (default: %(default)s); future-*: thesis 4.2, reusing the runs of "
-        "Table 3.1 (future-prefix-ptb: of the PTB table)",
+        "Table 3.1 (future-*-ptb: of the PTB table)",
     )
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="instances to run (default: the preset's)"
