@@ -163,6 +163,23 @@ def test_run_config_validates_and_reads_back_from_json():
     assert {c.model for c in cpu} == set(addition.MODELS) and len(cpu) >= 9
 
 
+def test_forget_bias_runs_are_named_apart_and_keep_old_records_valid():
+    plain = addition.RunConfig("lstm", steps=300)
+    forget = addition.RunConfig("lstm", steps=300, unit_forget_bias=True)
+    assert "unit_forget_bias" not in plain.as_record(), "records made before the option match"
+    assert forget.as_record()["unit_forget_bias"] is True
+    assert forget.name == plain.name.replace("lstm-", "lstm-forgetbias1-", 1)
+    for config in (forget, dataclasses.replace(forget, model="gated-joint")):
+        bias = addition.build_model(config).get_layer("lstm").weights[-1].numpy()
+        np.testing.assert_array_equal(bias, np.repeat([0.0, 1.0, 0.0, 0.0], config.units))
+    bias = addition.build_model(plain).get_layer("lstm").weights[-1].numpy()
+    assert not bias.any(), "thesis 3.1: all biases start at zero"
+    assert {c.unit_forget_bias for c in addition.preset_runs(addition.PRESETS["cpu"])} == {False}
+    assert all(
+        c.unit_forget_bias for c in addition.preset_runs(addition.PRESETS["cpu-forget-bias"])
+    )
+
+
 def test_every_command_line_flag_is_explained():
     parser = addition.build_parser()
     subparsers = next(a for a in parser._actions if a.choices and "run" in a.choices).choices

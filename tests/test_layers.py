@@ -206,6 +206,24 @@ def test_gated_lstm_reduces_to_keras_lstm(rng):
     np.testing.assert_allclose(layer([x, np.zeros((2, 10), "float32")]), keras_lstm(x), atol=ATOL)
 
 
+def test_unit_forget_bias_starts_the_forget_gate_at_one_like_keras(rng, tmp_path):
+    x = padded_batch(rng, [7], features=2)
+    e = np.zeros((1, 7), "float32")
+    layer = AttentionGatedLSTM(3, unit_forget_bias=True, bias_initializer="zeros")
+    layer([x, e])
+    np.testing.assert_array_equal(layer.lstm_cell.bias.numpy(), [0] * 3 + [1] * 3 + [0] * 6)
+    keras_lstm = keras.layers.LSTM(3, unit_forget_bias=True)
+    keras_lstm(x)
+    np.testing.assert_array_equal(layer.lstm_cell.bias.numpy(), keras_lstm.cell.bias.numpy())
+    assert AttentionGatedLSTM(3)([x, e]) is not None  # default: the thesis's zero biases
+    x_in, e_in = keras.Input((None, 2)), keras.Input((None,))
+    model = keras.Model([x_in, e_in], AttentionGatedLSTM(3, unit_forget_bias=True)([x_in, e_in]))
+    model.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.layers[-1].lstm_cell.unit_forget_bias
+    np.testing.assert_allclose(loaded([x, e]), model([x, e]), atol=ATOL)
+
+
 def test_gated_lstm_respects_keras_mask_and_padding(rng):
     lengths = [9, 4]
     x = padded_batch(rng, lengths, features=2)

@@ -258,6 +258,8 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
     energy appended as its last feature: ``concat([x_t, e_t[..., None]], -1)``. Weights use the
     gate order and layout of ``keras.layers.LSTMCell`` (i, f, g, o), so weights copy across.
     ``AttentionGatedLSTM`` hides the packing behind ``layer([x, energies])``.
+    ``unit_forget_bias=True`` adds 1 to the forget-gate bias at initialisation, as
+    ``keras.layers.LSTMCell`` does by default (the thesis's "all biases zero" is the default here).
     """
 
     def __init__(
@@ -268,12 +270,14 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
         kernel_initializer: Any = "glorot_uniform",
         recurrent_initializer: Any = "orthogonal",
         bias_initializer: Any = "zeros",
+        unit_forget_bias: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if units < 1:
             raise ValueError(f"units must be a positive integer, got {units}.")
         self.units = int(units)
+        self.unit_forget_bias = bool(unit_forget_bias)
         self._gate_activation_config = _serialize_activation(gate_activation)
         self._activation_config = _serialize_activation(activation)
         self.gate_activation = _get_activation(gate_activation)
@@ -300,8 +304,18 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
             shape=(self.units, 4 * self.units),
             initializer=self.recurrent_initializer,
         )
+        bias_initializer = self.bias_initializer
+        if self.unit_forget_bias:
+            units, base = self.units, self.bias_initializer
+
+            def bias_initializer(shape: tuple, dtype: Any = None) -> Any:
+                """``bias_initializer`` with 1 added to the forget-gate block (i, f, g, o)."""
+                return base(shape, dtype) + ops.concatenate(
+                    [ops.zeros((units,)), ops.ones((units,)), ops.zeros((2 * units,))]
+                )
+
         self.bias = self.add_weight(
-            name="bias", shape=(4 * self.units,), initializer=self.bias_initializer
+            name="bias", shape=(4 * self.units,), initializer=bias_initializer
         )
 
     def input_kernel(self) -> Any:
@@ -352,6 +366,7 @@ class AttentionGatedLSTMCell(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
             "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+            "unit_forget_bias": self.unit_forget_bias,
         }
 
     @classmethod
@@ -384,6 +399,7 @@ class AttentionGatedLSTM(keras.layers.RNN):
         kernel_initializer: Any = "glorot_uniform",
         recurrent_initializer: Any = "orthogonal",
         bias_initializer: Any = "zeros",
+        unit_forget_bias: bool = False,
         return_sequences: bool = False,
         return_state: bool = False,
         go_backwards: bool = False,
@@ -398,6 +414,7 @@ class AttentionGatedLSTM(keras.layers.RNN):
             kernel_initializer=kernel_initializer,
             recurrent_initializer=recurrent_initializer,
             bias_initializer=bias_initializer,
+            unit_forget_bias=unit_forget_bias,
             name="cell",
         )
         super().__init__(
@@ -484,6 +501,7 @@ class AttentionGatedLSTM(keras.layers.RNN):
             "kernel_initializer",
             "recurrent_initializer",
             "bias_initializer",
+            "unit_forget_bias",
         ):
             config[key] = cell_config[key]
         return config

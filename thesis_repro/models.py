@@ -167,13 +167,15 @@ def thesis_lstm_model(
     gate_activation: str | Callable = "scaled_sigmoid",
     seed: int | None = None,
     name: str = "lstm",
+    unit_forget_bias: bool = False,
 ) -> keras.Model:
     """The plain LSTM of thesis 2.1.1: one 64-unit layer, ``y = LReLU(W_out h_final + b_out)``.
 
     ``keras.layers.LSTM`` with the scaled sigmoid of thesis ch. 3 in its gates (pass
     ``gate_activation="sigmoid"`` for the textbook cell), weights N(0, 1/sqrt(output_dim)), all
-    biases zero (no unit forget bias). ``h_final`` is the state after each sequence's last true
-    step: the padding is masked from ``lengths``. Inputs: ``x`` (batch, T, features), ``lengths``.
+    biases zero (``unit_forget_bias=True``: forget-gate bias 1, the Keras default then and now,
+    not the thesis's). ``h_final`` is the state after each sequence's last true step: the padding
+    is masked from ``lengths``. Inputs: ``x`` (batch, T, features), ``lengths``.
     """
     x, lengths = _thesis_inputs(features)
     seeds = _seeds(seed)
@@ -183,7 +185,7 @@ def thesis_lstm_model(
         recurrent_activation=gate,
         kernel_initializer=normal_output_dim(units, next(seeds)),
         recurrent_initializer=normal_output_dim(units, next(seeds)),
-        unit_forget_bias=False,
+        unit_forget_bias=unit_forget_bias,
         name="lstm",
     )(x, mask=LengthMask(name="mask")(x, lengths))
     y = _thesis_readout(h_final, next(seeds))
@@ -199,6 +201,7 @@ def attention_gated_lstm_model(
     gate_activation: str | Callable = "scaled_sigmoid",
     seed: int | None = None,
     name: str = "gated",
+    unit_forget_bias: bool = False,
 ) -> keras.Model:
     """The attention-gated LSTM of thesis 2.1.2: Raffel energies e_t added to the input gate.
 
@@ -213,8 +216,9 @@ def attention_gated_lstm_model(
       trained end to end through the LSTM's loss (its own output layers are not used) -- the
       "joint" reading.
 
-    LSTM and readout weights are N(0, 1/sqrt(output_dim)), biases zero. Inputs: ``x`` (batch, T,
-    features) and ``lengths``; padded steps are masked in the LSTM.
+    LSTM and readout weights are N(0, 1/sqrt(output_dim)), biases zero (``unit_forget_bias``:
+    forget-gate bias 1). Inputs: ``x`` (batch, T, features) and ``lengths``; padded steps are
+    masked in the LSTM.
     """
     seeds = _seeds(seed)
     x, lengths = _thesis_inputs(features)
@@ -236,6 +240,7 @@ def attention_gated_lstm_model(
         gate_activation=gate_activation,
         kernel_initializer=normal_output_dim(units, next(seeds)),
         recurrent_initializer=normal_output_dim(units, next(seeds)),
+        unit_forget_bias=unit_forget_bias,
         name="lstm",
     )([x, energies], lengths=lengths)
     y = _thesis_readout(h_final, next(seeds))
