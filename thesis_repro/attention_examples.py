@@ -37,6 +37,7 @@ import numpy as np
 
 from thesis_repro.corpus import Corpus
 from thesis_repro.language_models import model_shape, prefix_attention
+from thesis_repro.plots import pyplot, save_figure
 
 CHAR_WIDTH = 0.602  # advance of DejaVu Sans Mono, in em
 LINE_HEIGHT = 1.55  # in em
@@ -181,11 +182,7 @@ def draw_example(
 ) -> Path:
     """Draw an ``example_record`` (thesis 3.2.4) to ``path``: the sentence, then one panel per
     model with a line per window. Returns the path."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     words, known = record["words"], record["known"]
     titles = [panel["title"] for panel in record["panels"]]
     panels = [panel_lines(panel, words, known, color) for panel in record["panels"]]
@@ -224,11 +221,7 @@ def draw_example(
                 )
                 column += len(word.text) + 1
         offset += width + PANEL_GAP
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 # --- the committed examples ----------------------------------------------------------------

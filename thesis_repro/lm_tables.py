@@ -32,6 +32,7 @@ from thesis_repro.lm import (
     model_label,
     preset_config,
 )
+from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import RESULTS_DIR, load_records, produced_by
 
 _GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
@@ -131,11 +132,9 @@ def render_table(records: list[dict]) -> str:
 
 def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
     """Validation perplexity after each epoch: mean per model, min-max band over instances."""
-    import matplotlib
+    from matplotlib import ticker
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     by_model: dict[ModelKey, list[dict]] = {}
     for r in records:
         if r["epochs"]:
@@ -158,19 +157,16 @@ def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
             low, high = np.nanmin(curves, 0), np.nanmax(curves, 0)
             ax.fill_between(epochs, low, high, color=color, alpha=0.2, lw=0)
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(ticker.ScalarFormatter())
+    ax.yaxis.set_minor_formatter(ticker.ScalarFormatter())
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, list[dict]]]:
@@ -343,11 +339,7 @@ def render_future_figure(
 ) -> Path | None:
     """Test perplexity against the eval prefix, one line per training regime (mean, error
     bars: std over instances); n-gram rows as horizontal lines (thesis 4.2)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     spec = FUTURE_TABLES[table]
     columns = [str(e) for e in spec.eval_prefixes]
     x = np.arange(len(columns))
@@ -407,10 +399,7 @@ def render_future_figure(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _report_future(table: str, corpus_folder: Path, figures_dir: Path) -> str:

@@ -18,11 +18,15 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: str | os.PathLike) -> Path:
-    """Save ``fig`` to ``path`` (format from the suffix) via a temporary file, then close it."""
+    """Save ``fig`` to ``path`` (format from the suffix) via a temporary file, then close it.
+
+    PDFs carry no creation date, so re-rendering unchanged records leaves the files unchanged.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp)
+    metadata = {"CreationDate": None} if path.suffix.lower() == ".pdf" else None
+    fig.savefig(tmp, metadata=metadata)
     os.replace(tmp, path)
     pyplot().close(fig)
     return path
