@@ -1282,9 +1282,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
             "records (summary.eval_prefix). Then render the tables."
         ),
     )
-    parser.add_argument(
-        "--results", type=Path, default=RESULTS_DIR, help="records (default: %(default)s)"
-    )
+    _add_outputs(parser)
     parser.add_argument(
         "--table",
         nargs="+",
@@ -1297,9 +1295,6 @@ def evaluate_parser() -> argparse.ArgumentParser:
         metavar="N|sentence",
         default=[str(e) for e in EVAL_PREFIXES],
         help="prefixes to score (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--figures", type=Path, default=FIGURES_DIR, help="figure PDFs (default: %(default)s)"
     )
     parser.add_argument(
         "--jit",
@@ -1362,12 +1357,7 @@ def examples_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--force", action="store_true", help="recompute examples whose records exist"
     )
-    parser.add_argument(
-        "--results", type=Path, default=RESULTS_DIR, help="records (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--figures", type=Path, default=FIGURES_DIR, help="figure PDFs (default: %(default)s)"
-    )
+    _add_outputs(parser)
     return parser
 
 
@@ -1377,13 +1367,18 @@ def report_parser() -> argparse.ArgumentParser:
         description="Render results/lm/<corpus>/<table>/table.md and the figures (validation "
         "perplexity per epoch) from the JSON records.",
     )
+    _add_outputs(parser)
+    return parser
+
+
+def _add_outputs(parser: argparse.ArgumentParser) -> None:
+    """``--results`` and ``--figures``: where records are read and figures written."""
     parser.add_argument(
         "--results", type=Path, default=RESULTS_DIR, help="records (default: %(default)s)"
     )
     parser.add_argument(
         "--figures", type=Path, default=FIGURES_DIR, help="figure PDFs (default: %(default)s)"
     )
-    return parser
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
