@@ -577,3 +577,31 @@ def test_kill_9_then_rerun_resumes(tmp_path: Path) -> None:
     assert f"resuming after epoch {len(record['epochs'])}" in result.stdout
     record = json.loads(next(folder.glob("*.json")).read_text())
     assert record["finished"] and [e["epoch"] for e in record["epochs"]] == [1, 2, 3]
+
+
+def test_table_pairs_each_model_with_the_n_grams_by_seed() -> None:
+    """Paired columns: model minus the 5-gram (10-gram) of the same seed, over shared seeds."""
+    config = {
+        "corpus": "c", "table": "3.1", "preset": "cpu", "variant": "thesis", "epochs": 1,
+        "batch_size": 10, "max_words": 100, "min_count": 1, "first_target": 9,
+        "weight_decay": 1e-5,
+    }  # fmt: skip
+    test = {(5, 0): [100.0, 104.0, 90.0], (10, 0): [99.0, 102.0], (5, 5): [97.0, 100.0]}
+    records = [
+        {
+            "config": {**config, "order": order, "prefix": prefix, "seed": seed},
+            "finished": True,
+            "summary": {"test_perplexity": value, "final_valid_perplexity": value},
+        }
+        for (order, prefix), values in test.items()
+        for seed, value in enumerate(values)
+    ]
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")
+        for line in lm_tables.render_table(records).splitlines()
+        if line.startswith("| ") and "gram" in line
+    }
+    assert rows["5-gram"][5:7] == ["–", "1.50 ± 0.71 (2 seeds)"]  # 1, 2 (seed 2: no 10-gram)
+    assert rows["10-gram"][5:7] == ["-1.50 ± 0.71", "–"]
+    assert rows["5-gram + 5"][5:7] == ["-3.50 ± 0.71", "-2.00 ± 0.00"]
+    assert rows["5-gram + 2"][5:7] == ["–", "–"]  # no runs

@@ -90,17 +90,20 @@ def render_table(records: list[dict]) -> str:
             f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
             f"momentum {variant.momentum:g}, weight decay {config['weight_decay']:g}·||W||² on "
             f"W_mh, W_hl; targets from position {config['first_target']}. Std: sample std "
-            "(ddof 1) over instances. Ratio: perplexity / the 5-gram's.",
+            "(ddof 1) over instances. Ratio: perplexity / the 5-gram's. Paired: the model's "
+            "test perplexity minus the 5-gram's (10-gram's) of the same seed, mean ± std "
+            "over the seeds both have (negative: the model is better).",
             "",
             "| model | test perplexity (ours) | instances | valid (last epoch) | ratio (ours) "
-            "| thesis | ratio (thesis) |",
-            "|---|---|---|---|---|---|---|",
+            "| − 5-gram, paired | − 10-gram, paired | thesis | ratio (thesis) |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         finished = {
             key: [r for r in group if r.get("finished") and _model_key(r["config"]) == key]
             for key in models
         }
         base = finished.get((5, 0, 0, "none"))
+        references = [_scores(finished.get((order, 0, 0, "none"), []), "test") for order in (5, 10)]
         base_mean = _mean_std([r["summary"]["test_perplexity"] for r in base])[0] if base else None
         paper = spec.paper if spec else {}
         for key in models:
@@ -114,6 +117,11 @@ def render_table(records: list[dict]) -> str:
                 ratio = f"{mean / base_mean:.3f}" if base_mean else "–"
             else:
                 ours, valid, ratio = "–", "–", "–"
+            ours_by_seed = _scores(done, "test")
+            paired = [
+                _paired_difference(ours_by_seed, reference) if key[:2] != (order, 0) else "–"
+                for order, reference in zip((5, 10), references, strict=True)
+            ]
             running = len(started) - len(done)
             count = f"{len(done)}" + (f" (+{running} unfinished)" if running else "")
             shape = key[:2] if key[2:] == (0, "none") else None
@@ -124,7 +132,8 @@ def render_table(records: list[dict]) -> str:
             else:
                 thesis, p_ratio = "–", "–"
             lines.append(
-                f"| {label} | {ours} | {count} | {valid} | {ratio} | {thesis} | {p_ratio} |"
+                f"| {label} | {ours} | {count} | {valid} | {ratio} | {paired[0]} | {paired[1]} "
+                f"| {thesis} | {p_ratio} |"
             )
         lines += ["", produced_by(group, limit=2), ""]
     return "\n".join(lines)
@@ -203,6 +212,16 @@ def _scores(runs: list[dict], column: str) -> dict[int, float]:
         elif column in summary.get("eval_prefix", {}):
             scores[r["config"]["seed"]] = summary["eval_prefix"][column]
     return scores
+
+
+def _paired_difference(ours: dict[int, float], theirs: dict[int, float]) -> str:
+    """Mean ± std of ``ours - theirs`` over the seeds both have, with the count if < all."""
+    seeds = sorted(set(ours) & set(theirs))
+    if not seeds:
+        return "–"
+    return _fmt(*_mean_std([ours[s] - theirs[s] for s in seeds])) + (
+        f" ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})" if len(seeds) < len(ours) else ""
+    )
 
 
 def _cell(runs: list[dict], column: str) -> str:
@@ -307,10 +326,8 @@ def _position_lines(
         cells, seeds = [], set()
         for column in ["test", *columns]:
             ours, theirs = _scores(group.get(regime, []), column), _scores(plain_runs, column)
-            paired = sorted(set(ours) & set(theirs))
-            seeds |= set(paired)
-            diffs = [ours[s] - theirs[s] for s in paired]
-            cells.append(_fmt(*_mean_std(diffs)) if diffs else "–")
+            seeds |= set(ours) & set(theirs)
+            cells.append(_paired_difference(ours, theirs))
         lines.append(f"| {model_label(*regime.key)} | {len(seeds)} | " + " | ".join(cells) + " |")
         betas = [
             r["summary"]["distance_bias"]
