@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -139,41 +140,69 @@ def render_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _valid_curves(runs: list[dict]) -> dict[int, np.ndarray]:
+    """Seed -> validation perplexity after each epoch."""
+    return {
+        r["config"]["seed"]: np.array([e["valid_perplexity"] for e in r["epochs"]]) for r in runs
+    }
+
+
+def _plot_band(ax: Any, curves: list[np.ndarray], color: str, label: str) -> None:
+    """Mean of ``curves`` (ragged: NaN-padded) against the epoch, min-max band if several."""
+    stacked = np.full((len(curves), max(len(c) for c in curves)), np.nan)
+    for row, curve in enumerate(curves):
+        stacked[row, : len(curve)] = curve
+    epochs = np.arange(1, stacked.shape[1] + 1)
+    ax.plot(epochs, np.nanmean(stacked, 0), "o-", color=color, ms=3, label=label)
+    if len(curves) > 1:
+        low, high = np.nanmin(stacked, 0), np.nanmax(stacked, 0)
+        ax.fill_between(epochs, low, high, color=color, alpha=0.2, lw=0)
+
+
 def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
-    """Validation perplexity after each epoch: mean per model, min-max band over instances."""
+    """Validation perplexity after each epoch (left) and minus the 5-gram's of the same seed
+    (right): mean per model, min-max band over instances."""
     from matplotlib import ticker
 
     plt = pyplot()
-    by_model: dict[ModelKey, list[dict]] = {}
+    by_model: dict[ModelKey, dict[int, np.ndarray]] = {}
     for r in records:
         if r["epochs"]:
-            by_model.setdefault(_model_key(r["config"]), []).append(r)
+            by_model.setdefault(_model_key(r["config"]), {}).update(_valid_curves([r]))
     if not by_model:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for index, (key, runs) in enumerate(sorted(by_model.items())):
-        color = f"C{index}"
-        length = max(len(r["epochs"]) for r in runs)
-        curves = np.full((len(runs), length), np.nan)
-        for row, r in enumerate(runs):
-            values = [e["valid_perplexity"] for e in r["epochs"]]
-            curves[row, : len(values)] = values
-        epochs = np.arange(1, length + 1)
-        label = model_label(*key)
-        mean = np.nanmean(curves, 0)
-        ax.plot(epochs, mean, "o-", color=color, ms=3, label=f"{label} ({len(runs)} runs)")
-        if len(runs) > 1:
-            low, high = np.nanmin(curves, 0), np.nanmax(curves, 0)
-            ax.fill_between(epochs, low, high, color=color, alpha=0.2, lw=0)
+    base = by_model.get((5, 0, 0, "none"), {})
+    fig, (ax, diff_ax) = plt.subplots(1, 2, figsize=(10, 4))
+    for index, (key, curves) in enumerate(sorted(by_model.items())):
+        color, label = f"C{index}", model_label(*key)
+        runs = f"{len(curves)} run{'s' if len(curves) > 1 else ''}"
+        _plot_band(ax, list(curves.values()), color, f"{label} ({runs})")
+        seeds = sorted(set(curves) & set(base))
+        if seeds and key != (5, 0, 0, "none"):
+            diffs = []
+            for seed in seeds:
+                length = min(len(curves[seed]), len(base[seed]))
+                diffs.append(curves[seed][:length] - base[seed][:length])
+            _plot_band(diff_ax, diffs, color, f"{label} ({len(seeds)} paired)")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(ticker.ScalarFormatter())
     ax.yaxis.set_minor_formatter(ticker.ScalarFormatter())
-    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
-    ax.set_xlabel("epoch")
     ax.set_ylabel("validation perplexity")
     ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    diff_ax.axhline(0, color="C0", lw=1, ls="--", label="5-gram")
+    diff_ax.set_yscale("symlog", linthresh=2)  # linear within ±2, where the late epochs are
+    low, high = diff_ax.get_ylim()
+    diff_ax.set_yticks(
+        [t for t in (-50, -20, -10, -5, -2, -1, 0, 1, 2, 5, 10, 20, 50) if low <= t <= high]
+    )
+    diff_ax.yaxis.set_major_formatter(ticker.ScalarFormatter())
+    diff_ax.set_ylabel("Δ validation perplexity (symlog: linear within ±2)")
+    diff_ax.set_title("Minus the 5-gram of the same seed (below 0: better)", fontsize=9)
+    for axis in (ax, diff_ax):
+        axis.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        axis.set_xlabel("epoch")
+        axis.grid(alpha=0.3, which="both")
+        axis.legend(fontsize=8)
     fig.tight_layout()
     return save_figure(fig, path)
 
