@@ -18,12 +18,15 @@ import pytest
 
 from thesis_repro import language_models, lm, lm_tables
 from thesis_repro.attention_examples import (
+    EXAMPLES_FOLDER,
     draw_attention_examples,
     draw_example,
     encode_sentence,
     example_record,
+    most_attended,
     pick_sentences,
     render_examples,
+    summarise_examples,
 )
 from thesis_repro.language_models import (
     PAD_ID,
@@ -546,3 +549,29 @@ def test_future_grids_full_smoke_preset(tmp_path: Path) -> None:
     text = lm_tables.report(tmp_path, tmp_path / "figures")
     assert "| 5-gram + 20 | 2 |" in text and "| 5-gram + 1..20, distance bias | 2 |" in text
     assert " ± " in text.split("| 5-gram + 1..20 | 2 |")[1].splitlines()[0]
+
+
+def test_most_attended_counts_the_top_word_of_full_windows(tmp_path: Path) -> None:
+    record = {
+        "words": ["a", "b", "c", "d"],
+        "panels": [
+            {
+                "title": "m",
+                "windows": [
+                    {"target": 1, "positions": [0], "weights": [1.0]},  # not a full prefix
+                    {"target": 2, "positions": [0, 1], "weights": [0.7, 0.3]},
+                    {"target": 3, "positions": [1, 2], "weights": [0.4, 0.6]},
+                    {"target": 4, "positions": [2, 3], "weights": [0.8, 0.2]},
+                ],
+            }
+        ],
+    }
+    assert most_attended(record) == [
+        ("c", 2, pytest.approx(0.7)),
+        ("a", 1, pytest.approx(0.7)),
+    ]
+    folder = tmp_path / EXAMPLES_FOLDER
+    folder.mkdir(parents=True)
+    (folder / "x_1.json").write_text(json.dumps(record))
+    text = summarise_examples(tmp_path)
+    assert "| x_1 | m | 3 | c (2×, 0.70), a (1×, 0.70) | 0.50 |" in text

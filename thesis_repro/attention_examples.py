@@ -381,6 +381,54 @@ def make_examples(
     return written
 
 
+def most_attended(record: dict[str, Any], panel: int = 0) -> list[tuple[str, int, float]]:
+    """(word, windows in which it had the largest weight, mean of that weight) of one panel,
+    over the windows with a full prefix, most frequent first; ties keep sentence order."""
+    windows = record["panels"][panel]["windows"]
+    width = max(len(w["positions"]) for w in windows)
+    tops: dict[str, list[float]] = {}
+    for window in windows:
+        if len(window["positions"]) == width:
+            best = int(np.argmax(window["weights"]))
+            word = record["words"][window["positions"][best]]
+            tops.setdefault(word, []).append(window["weights"][best])
+    ranked = sorted(tops.items(), key=lambda item: -len(item[1]))
+    return [(word, len(weights), float(np.mean(weights))) for word, weights in ranked]
+
+
+def summarise_examples(results_dir: Path) -> str:
+    """Markdown: per example record and panel, the words attention weighs most (thesis 3.2.4)."""
+    from thesis_repro.records import load_record
+
+    rows = []
+    for path in sorted((Path(results_dir) / EXAMPLES_FOLDER).glob("*.json")):
+        record = load_record(path)
+        if record is None:
+            continue
+        for index, panel in enumerate(record["panels"]):
+            ranked = most_attended(record, index)
+            width = max(len(w["positions"]) for w in panel["windows"])
+            full = sum(count for _, count, _ in ranked)
+            words = ", ".join(f"{w} ({n}×, {m:.2f})" for w, n, m in ranked[:4])
+            rows.append(f"| {path.stem} | {panel['title']} | {full} | {words} | {1 / width:.2f} |")
+    if not rows:
+        return ""
+    return "\n".join(
+        [
+            "### Thesis 3.2.4: the words the attention weighs most",
+            "",
+            "Over the windows with a full prefix: the prefix word with the largest attention "
+            "weight (times it was the largest, mean weight then); uniform = 1 / prefix length. "
+            "Sentences and figures: `results/lm/attention_examples/`, `figures/attention_*.pdf`.",
+            "",
+            "| example | model | windows | most weighted (times, mean weight) | uniform |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
+
+
 def render_examples(results_dir: Path, figures_dir: Path) -> list[Path]:
     """Redraw ``figures/attention_<name>.pdf`` from every example record (no model needed)."""
     from thesis_repro.records import load_record

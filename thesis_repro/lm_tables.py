@@ -491,7 +491,8 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
                 name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
             title = f"{what} ({corpus}, preset {config.preset}): validation perplexity"
             render_figure(group, Path(figures_dir) / f"{name}.pdf", title)
-    from thesis_repro.attention_examples import render_examples
+    from thesis_repro.attention_examples import render_examples, summarise_examples
 
-    render_examples(Path(results_dir), Path(figures_dir))  # thesis 3.2.4, from their records
+    if render_examples(Path(results_dir), Path(figures_dir)):  # thesis 3.2.4, from records
+        parts.append(summarise_examples(Path(results_dir)))
     return "\n".join(parts) if parts else f"no records under {root}\n"
