@@ -485,7 +485,7 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
             if spec and spec.figure != table:
                 name, what = f"lm_fig{spec.figure}", f"Figure {spec.figure}"
             else:
-                name, what = f"lm_{table}", f"{table}: {config.variant}"
+                name, what = f"lm_{table}", f"{table.upper()} table, {config.variant} variant"
             name += f"_{corpus}_{config.preset}" + ("" if spec else f"_{config.variant}")
             if config != preset_config(config):  # overrides: keep apart from the preset's
                 name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
