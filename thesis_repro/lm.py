@@ -310,7 +310,7 @@ PRESETS: dict[str, Preset] = {
             "second training on the same "
             "2 cores doubles or triples these times. "
             "On a GPU: minutes per table. Measured (README): the thesis's ordering (5-gram worst, "
-            "5-gram + 5 best), with gaps below 1% instead of its 10-16%, and other absolute "
+            "5-gram + 5 best), with gaps of 0.4-2.3% instead of its 10-17%, and other absolute "
             "perplexities (other corpus, V, training length)"
         ),
         epochs=6,

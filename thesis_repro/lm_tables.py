@@ -140,13 +140,6 @@ def render_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _valid_curves(runs: list[dict]) -> dict[int, np.ndarray]:
-    """Seed -> validation perplexity after each epoch."""
-    return {
-        r["config"]["seed"]: np.array([e["valid_perplexity"] for e in r["epochs"]]) for r in runs
-    }
-
-
 def _plot_band(ax: Any, curves: list[np.ndarray], color: str, label: str) -> None:
     """Mean of ``curves`` (ragged: NaN-padded) against the epoch, min-max band if several."""
     stacked = np.full((len(curves), max(len(c) for c in curves)), np.nan)
@@ -165,10 +158,11 @@ def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
     from matplotlib import ticker
 
     plt = pyplot()
-    by_model: dict[ModelKey, dict[int, np.ndarray]] = {}
+    by_model: dict[ModelKey, dict[int, np.ndarray]] = {}  # model -> seed -> valid curve
     for r in records:
         if r["epochs"]:
-            by_model.setdefault(_model_key(r["config"]), {}).update(_valid_curves([r]))
+            curve = np.array([e["valid_perplexity"] for e in r["epochs"]])
+            by_model.setdefault(_model_key(r["config"]), {})[r["config"]["seed"]] = curve
     if not by_model:
         return None
     base = by_model.get((5, 0, 0, "none"), {})
