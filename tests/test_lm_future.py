@@ -423,6 +423,14 @@ def test_future_grids_end_to_end(future_results: Path) -> None:
     text = (folder / "future-prefix" / "table.md").read_text()
     assert "prefix-length generalisation" in text and "| 5-gram + 1..20 | 1 |" in text
     assert "| 10-gram | 1 |" in text and "eval sentence" in text and "| – |" in text  # 10, 50
+    # the same model minus itself at the trained prefix: exactly 0 there, "–" where unscored
+    row = re.search(
+        r"^\| 5-gram \+ 1\.\.20 \| 1 \| ([^|]+)\| ([^|]+)\| – \| 0\.00 \| – \|", text, re.M
+    )
+    assert row and "trained prefix (negative" in text
+    summary = _summary(future_results, "future-prefix", "5gram+1-20")
+    difference = summary["eval_prefix"]["2"] - summary["test_perplexity"]
+    assert row[1].strip() == f"{difference:.2f}"
     text = (folder / "future-position" / "table.md").read_text()
     assert "| 5-gram + 5, distance bias | 1 |" in text and "paired by seed" in text
     assert "Learned distance bias" in text
