@@ -27,6 +27,7 @@ from thesis_repro.attention_examples import (
     pick_sentences,
     render_examples,
     summarise_examples,
+    weight_by_distance,
 )
 from thesis_repro.language_models import (
     PAD_ID,
@@ -582,4 +583,6 @@ def test_most_attended_counts_the_top_word_of_full_windows(tmp_path: Path) -> No
     folder.mkdir(parents=True)
     (folder / "x_1.json").write_text(json.dumps(record))
     text = summarise_examples(tmp_path)
-    assert "| x_1 | m | 3 | c (2×, 0.70), a (1×, 0.70) | 0.50 |" in text
+    # nearest first: mean of (0.3, 0.7), (0.6, 0.4), (0.2, 0.8)
+    assert weight_by_distance(record) == pytest.approx([1.1 / 3, 1.9 / 3])
+    assert "| x_1 | m | 3 | c (2×, 0.70), a (1×, 0.70) | 0.37, 0.63 | 0.50 |" in text

@@ -396,6 +396,15 @@ def most_attended(record: dict[str, Any], panel: int = 0) -> list[tuple[str, int
     return [(word, len(weights), float(np.mean(weights))) for word, weights in ranked]
 
 
+def weight_by_distance(record: dict[str, Any], panel: int = 0) -> list[float]:
+    """Mean attention weight by distance from the predicted word (nearest prefix word first)
+    over one panel's windows with a full prefix: where in the prefix the attention looks."""
+    windows = record["panels"][panel]["windows"]
+    width = max(len(w["positions"]) for w in windows)
+    full = [w["weights"][::-1] for w in windows if len(w["positions"]) == width]
+    return np.mean(np.asarray(full, dtype=float), axis=0).tolist()
+
+
 def summarise_examples(results_dir: Path) -> str:
     """Markdown: per example record and panel, the words attention weighs most (thesis 3.2.4)."""
     from thesis_repro.records import load_record
@@ -410,19 +419,26 @@ def summarise_examples(results_dir: Path) -> str:
             width = max(len(w["positions"]) for w in panel["windows"])
             full = sum(count for _, count, _ in ranked)
             words = ", ".join(f"{w} ({n}×, {m:.2f})" for w, n, m in ranked[:4])
-            rows.append(f"| {path.stem} | {panel['title']} | {full} | {words} | {1 / width:.2f} |")
+            profile = ", ".join(f"{w:.2f}" for w in weight_by_distance(record, index))
+            rows.append(
+                f"| {path.stem} | {panel['title']} | {full} | {words} | {profile} | "
+                f"{1 / width:.2f} |"
+            )
     if not rows:
         return ""
     return "\n".join(
         [
-            "### Thesis 3.2.4: the words the attention weighs most",
+            "### Thesis 3.2.4 (and 4.2): the words and distances the attention weighs most",
             "",
             "Over the windows with a full prefix: the prefix word with the largest attention "
-            "weight (times it was the largest, mean weight then); uniform = 1 / prefix length. "
+            "weight (times it was the largest, mean weight then), and the mean weight by "
+            "distance from the predicted word (nearest prefix word first); uniform = 1 / prefix "
+            "length. "
             "Sentences and figures: `results/lm/attention_examples/`, `figures/attention_*.pdf`.",
             "",
-            "| example | model | windows | most weighted (times, mean weight) | uniform |",
-            "|---|---|---|---|---|",
+            "| example | model | windows | most weighted (times, mean weight) "
+            "| weight by distance (nearest first) | uniform |",
+            "|---|---|---|---|---|---|",
             *rows,
             "",
         ]
