@@ -384,7 +384,7 @@ def _position_lines(
         if betas:
             mean = np.mean(np.asarray(betas, dtype=float), axis=0)
             biases.append(
-                f"- {model_label(*regime.key)} ({len(betas)} runs): "
+                f"- {model_label(*regime.key)} ({len(betas)} run{'s' if len(betas) > 1 else ''}): "
                 + ", ".join(f"{b:+.2f}" for b in mean)
             )
     if biases:
