@@ -330,7 +330,18 @@ def _context_lines(
 ) -> list[str]:
     """Each attention model scored at eval prefix k minus itself at its trained prefix, paired
     by seed: the seed-to-seed spread cancels, what is left is what the context length does."""
-    lines = [
+    rows = []
+    for regime in (g for g in spec.regimes if g.prefix):
+        runs = group.get(regime, [])
+        trained = _scores(runs, "test")
+        if trained:
+            cells = [_paired_difference(_scores(runs, c), trained) for c in columns]
+            rows.append(
+                f"| {model_label(*regime.key)} | {len(trained)} | " + " | ".join(cells) + " |"
+            )
+    if not rows:
+        return []
+    return [
         "",
         "Each attention model at the eval prefix minus the same model (same seed) at its "
         "trained prefix (negative: that context length helps; 0.00 ± 0.00 at the trained "
@@ -338,15 +349,8 @@ def _context_lines(
         "",
         "| model | seeds | " + " | ".join(f"eval {c}" for c in columns) + " |",
         "|---|---|" + "---|" * len(columns),
+        *rows,
     ]
-    for regime in (g for g in spec.regimes if g.prefix):
-        runs = group.get(regime, [])
-        trained = _scores(runs, "test")
-        if not trained:
-            continue
-        cells = [_paired_difference(_scores(runs, c), trained) for c in columns]
-        lines.append(f"| {model_label(*regime.key)} | {len(trained)} | " + " | ".join(cells) + " |")
-    return lines if len(lines) > 5 else []
 
 
 def _position_lines(
