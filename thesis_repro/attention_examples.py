@@ -381,17 +381,21 @@ def make_examples(
     return written
 
 
+def _full_windows(record: dict[str, Any], panel: int) -> list[dict[str, Any]]:
+    """The windows of one panel of an example record whose prefix has the full width."""
+    windows = record["panels"][panel]["windows"]
+    width = max(len(w["positions"]) for w in windows)
+    return [w for w in windows if len(w["positions"]) == width]
+
+
 def most_attended(record: dict[str, Any], panel: int = 0) -> list[tuple[str, int, float]]:
     """(word, windows in which it had the largest weight, mean of that weight) of one panel,
     over the windows with a full prefix, most frequent first; ties keep sentence order."""
-    windows = record["panels"][panel]["windows"]
-    width = max(len(w["positions"]) for w in windows)
     tops: dict[str, list[float]] = {}
-    for window in windows:
-        if len(window["positions"]) == width:
-            best = int(np.argmax(window["weights"]))
-            word = record["words"][window["positions"][best]]
-            tops.setdefault(word, []).append(window["weights"][best])
+    for window in _full_windows(record, panel):
+        best = int(np.argmax(window["weights"]))
+        word = record["words"][window["positions"][best]]
+        tops.setdefault(word, []).append(window["weights"][best])
     ranked = sorted(tops.items(), key=lambda item: -len(item[1]))
     return [(word, len(weights), float(np.mean(weights))) for word, weights in ranked]
 
@@ -399,9 +403,7 @@ def most_attended(record: dict[str, Any], panel: int = 0) -> list[tuple[str, int
 def weight_by_distance(record: dict[str, Any], panel: int = 0) -> list[float]:
     """Mean attention weight by distance from the predicted word (nearest prefix word first)
     over one panel's windows with a full prefix: where in the prefix the attention looks."""
-    windows = record["panels"][panel]["windows"]
-    width = max(len(w["positions"]) for w in windows)
-    full = [w["weights"][::-1] for w in windows if len(w["positions"]) == width]
+    full = [w["weights"][::-1] for w in _full_windows(record, panel)]
     return np.mean(np.asarray(full, dtype=float), axis=0).tolist()
 
 
