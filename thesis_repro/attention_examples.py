@@ -418,13 +418,13 @@ def summarise_examples(results_dir: Path) -> str:
             continue
         for index, panel in enumerate(record["panels"]):
             ranked = most_attended(record, index)
-            width = max(len(w["positions"]) for w in panel["windows"])
             full = sum(count for _, count, _ in ranked)
             words = ", ".join(f"{w} ({n}×, {m:.2f})" for w, n, m in ranked[:4])
-            profile = ", ".join(f"{w:.2f}" for w in weight_by_distance(record, index))
+            profile = weight_by_distance(record, index)  # one weight per prefix word
             rows.append(
-                f"| {path.stem} | {panel['title']} | {full} | {words} | {profile} | "
-                f"{1 / width:.2f} |"
+                f"| {path.stem} | {panel['title']} | {full} | {words} | "
+                + ", ".join(f"{w:.2f}" for w in profile)
+                + f" | {1 / len(profile):.2f} |"
             )
     if not rows:
         return ""
