@@ -84,9 +84,11 @@ from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corp
 from thesis_repro.records import (
     RESULTS_DIR,
     RunRecord,
+    command_line,
     load_record,
     write_json_atomic,
 )
+from thesis_repro.runner import RunBusy, run_jobs
 
 EXPERIMENT = "lm"
 FIRST_TARGET = 9  # first scored position of each part: the 10-gram's (and 5-gram + 5's) context
@@ -1151,6 +1153,18 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
     )
 
 
+def _add_jobs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="train N runs of the grid at once, in N processes sharing the device (a GPU: "
+        "one run leaves it mostly idle); each run is claimed by a lock file, so a second "
+        "grid command on the same results never trains the same run (default: 1)",
+    )
+
+
 def _wrap(text: str, indent: str = "") -> str:
     return textwrap.fill(
         text, 96, initial_indent=indent, subsequent_indent=indent + "    ", break_on_hyphens=False
@@ -1269,6 +1283,7 @@ def grid_parser() -> argparse.ArgumentParser:
         help="directory for figure PDFs (default: %(default)s)",
     )
     parser.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
+    _add_jobs(parser)
     _add_eval_prefix(parser, "override the table's eval prefixes: score the test part")
     _add_common(parser, grid=True)
     return parser
@@ -1453,13 +1468,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(SYNTHETIC_NOTICE, flush=True)
         for config in {(c.max_words, c.min_count, c.tokenizer): c for c in configs}.values():
             load_lm_corpus(source, config, progress=bool(args.verbose))  # errors before training
+        if command == "grid" and args.jobs > 1:  # the corpus cache is ready: start the workers
+            status = run_jobs("thesis_repro.lm", ["grid", *argv], args.jobs, command_line())
+            if status:
+                return status
+            if not args.no_report:
+                print(report(args.results, args.figures))
+            print(f"done in {time.time() - started:.0f} s")
+            return 0
         for index, config in enumerate(configs, 1):
             if command == "grid" and args.verbose:
                 print(f"=== {index}/{len(configs)} table {args.table}: {config.name}", flush=True)
             evals = eval_prefixes if command == "train" or args.eval_prefix else None
             if evals is None:
                 evals = table_eval_prefixes(args.table)
-            record = run(config, source, args.results, args.verbose, args.jit, (), evals)
+            try:
+                record = run(config, source, args.results, args.verbose, args.jit, (), evals)
+            except RunBusy as busy:
+                if command == "train":
+                    raise LMError(str(busy)) from None
+                print(f"[busy] {busy}: left to it", flush=True)
+                continue
             if command == "train":
                 print(f"{config.name}: {json.dumps(record['summary'])}")
         if command == "grid" and not args.no_report:

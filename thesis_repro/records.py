@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from thesis_repro.runner import COMMAND_ENV, claim, release
+
 RESULTS_DIR = Path(os.environ.get("THESIS_REPRO_RESULTS", "results"))
 
 
@@ -46,7 +48,7 @@ def _json_default(value: Any) -> Any:
 def library_versions() -> dict[str, str]:
     """Versions of the libraries a result depends on."""
     versions = {"python": sys.version.split()[0]}
-    for name in ("numpy", "tensorflow", "keras", "matplotlib"):
+    for name in ("numpy", "tensorflow", "jax", "keras", "matplotlib"):
         try:
             module = __import__(name)
             versions[name] = getattr(module, "__version__", "?")
@@ -56,17 +58,54 @@ def library_versions() -> dict[str, str]:
 
 
 def hardware() -> dict[str, Any]:
-    """What machine produced a result."""
+    """What machine produced a result, and on what: Keras backend, device, dtype policy."""
     return {
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
         "system": platform.platform(),
+        **compute_device(),
+    }
+
+
+def compute_device() -> dict[str, str]:
+    """The Keras backend, the device it computes on (``cpu`` or the accelerator's name) and the
+    global dtype policy."""
+    import keras
+
+    backend = keras.backend.backend()
+    device = "cpu"
+    try:
+        if backend == "jax":
+            import jax
+
+            first = jax.devices()[0]
+            device = "cpu" if first.platform == "cpu" else str(first.device_kind)
+        elif backend == "tensorflow":
+            import tensorflow as tf
+
+            gpus = tf.config.list_physical_devices("GPU")
+            if gpus:
+                details = tf.config.experimental.get_device_details(gpus[0])
+                device = str(details.get("device_name", gpus[0].name))
+        elif backend == "torch":
+            import torch
+
+            if torch.cuda.is_available():
+                device = torch.cuda.get_device_name(0)
+    except Exception as error:  # never lose a run over a device query
+        device = f"unknown ({type(error).__name__})"
+    return {
+        "backend": backend,
+        "device": device,
+        "dtype_policy": keras.config.dtype_policy().name,
     }
 
 
 def command_line() -> str:
-    """The command that is running, as a user would type it."""
+    """The command that is running, as a user would type it (a ``--jobs`` worker: the user's)."""
+    if os.environ.get(COMMAND_ENV):
+        return os.environ[COMMAND_ENV]
     argv = list(sys.argv)
     if argv and "ipykernel" in argv[0]:
         return "a Jupyter notebook (see notebooks/)"
@@ -90,9 +129,13 @@ class RunRecord:
         return bool(self.data.get("finished"))
 
     def start(self, command: str | None = None) -> RunRecord:
-        """Open the record, keeping the epochs of an interrupted run with the same config."""
+        """Claim the run (:func:`thesis_repro.runner.claim`: raises ``RunBusy`` while another
+        process trains it) and open its record, keeping the epochs of an interrupted run with
+        the same config."""
+        claim(self.path)
         existing = load_record(self.path)
         if existing is not None and existing.get("config") != self.config:
+            release(self.path)
             raise ValueError(
                 f"{self.path} holds a run with a different config; delete it or choose "
                 "another output directory."
@@ -126,6 +169,7 @@ class RunRecord:
         self.data["finished"] = True
         self.data["ended"] = time.strftime("%Y-%m-%d %H:%M:%S")
         self.save()
+        release(self.path)
 
     def save(self) -> None:
         write_json_atomic(self.path, self.data)
