@@ -12,3 +12,9 @@ import pytest
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+def pytest_report_header() -> str:
+    import keras
+
+    return f"keras backend: {keras.backend.backend()}"

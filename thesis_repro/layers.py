@@ -609,6 +609,99 @@ def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool,
     return pool(x, *(tf.identity(v) for v in (kernel, bias, w, b)))
 
 
+def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
+    """The same computation as :func:`_chunked_pool_tf` for JAX: ``lax.scan`` over the chunks
+    and a ``jax.custom_vjp`` whose backward scan recomputes each chunk's h (nothing of size
+    (batch, T, units) is kept; the carries are (batch, units))."""
+    import jax
+    import jax.numpy as jnp
+
+    batch, steps, features = x.shape
+    n_chunks = -(-steps // chunk)
+    pad = n_chunks * chunk - steps
+    mask = (jnp.arange(steps)[None, :] < jnp.asarray(lengths).astype("int32")[:, None]).astype(
+        x.dtype
+    )
+    # (n_chunks, batch, chunk, ...) so that chunk i is x_chunks[i].
+    x_chunks = jnp.pad(x, ((0, 0), (0, pad), (0, 0))).reshape(batch, n_chunks, chunk, features)
+    x_chunks = x_chunks.transpose(1, 0, 2, 3)
+    mask_chunks = jnp.pad(mask, ((0, 0), (0, pad))).reshape(batch, n_chunks, chunk)
+    mask_chunks = mask_chunks.transpose(1, 0, 2)
+
+    def chunk_forward(x_k, mask_k, kernel, bias, w, b):
+        a = jnp.einsum("btf,fd->btd", x_k, kernel) + bias
+        h = jnp.where(a > 0, a, slope * a)
+        e = jnp.tanh(jnp.einsum("btd,d->bt", h, w) + b) if attend else None
+        p = mask_k * jnp.exp(e) if attend else mask_k
+        return a, h, e, p
+
+    def forward(x_chunks, mask_chunks, kernel, bias, w, b):
+        def accumulate(carry, inputs):
+            numerator, normaliser = carry
+            _, h, _, p = chunk_forward(*inputs, kernel, bias, w, b)
+            numerator += jnp.einsum("bt,btd->bd", p, h)
+            normaliser += jnp.sum(p, axis=1, keepdims=True)
+            return (numerator, normaliser), None
+
+        initial = (jnp.zeros((batch, kernel.shape[1]), x.dtype), jnp.zeros((batch, 1), x.dtype))
+        (numerator, normaliser), _ = jax.lax.scan(accumulate, initial, (x_chunks, mask_chunks))
+        normaliser = jnp.maximum(normaliser, 1e-30)
+        return numerator / normaliser, normaliser
+
+    @jax.custom_vjp
+    def pool(x_chunks, mask_chunks, kernel, bias, w, b):
+        return forward(x_chunks, mask_chunks, kernel, bias, w, b)[0]
+
+    def pool_forward(x_chunks, mask_chunks, kernel, bias, w, b):
+        c, normaliser = forward(x_chunks, mask_chunks, kernel, bias, w, b)
+        return c, (x_chunks, mask_chunks, kernel, bias, w, b, c, normaliser)
+
+    def pool_backward(saved, g_c):
+        x_chunks, mask_chunks, kernel, bias, w, b, c, normaliser = saved
+        g_numerator = g_c / normaliser
+        g_normaliser = -jnp.sum(g_c * c, axis=1, keepdims=True) / normaliser
+
+        def backward(grads, inputs):
+            g_kernel, g_bias, g_w, g_b = grads
+            x_k, mask_k = inputs
+            a, h, e, p = chunk_forward(x_k, mask_k, kernel, bias, w, b)
+            g_h = p[:, :, None] * g_numerator[:, None, :]
+            if attend:
+                g_p = jnp.einsum("btd,bd->bt", h, g_numerator) + g_normaliser
+                g_s = g_p * p * (1.0 - e * e)
+                g_h += g_s[:, :, None] * w
+                g_w += jnp.einsum("bt,btd->d", g_s, h)
+                g_b += jnp.sum(g_s)
+            g_a = jnp.where(a > 0, g_h, slope * g_h)
+            g_kernel += jnp.einsum("btf,btd->fd", x_k, g_a)
+            g_bias += jnp.sum(g_a, axis=(0, 1))
+            return (g_kernel, g_bias, g_w, g_b), jnp.einsum("btd,fd->btf", g_a, kernel)
+
+        initial = tuple(jnp.zeros_like(v) for v in (kernel, bias, w, b))
+        grads, g_x = jax.lax.scan(backward, initial, (x_chunks, mask_chunks))
+        return (g_x, jnp.zeros_like(mask_chunks), *grads)
+
+    pool.defvjp(pool_forward, pool_backward)
+    return pool(x_chunks, mask_chunks, kernel, bias, w, b)
+
+
+def _unfused_pool(x, lengths, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
+    """Any other backend: the plain composition in ``keras.ops`` (same equations, but it keeps
+    h of size (batch, T, units) for the gradient: no memory saving)."""
+    a = ops.matmul(x, kernel) + bias
+    h = ops.where(a > 0, a, slope * a)
+    keep = sequence_mask(ops.shape(x)[1], lengths=lengths)
+    if attend:
+        weights = masked_softmax(ops.tanh(ops.matmul(h, w) + b), keep)
+    else:
+        keep = ops.cast(keep, x.dtype)
+        weights = keep / ops.maximum(ops.sum(keep, axis=1, keepdims=True), 1.0)
+    return ops.sum(weights[:, :, None] * h, axis=1)
+
+
+_CHUNKED_KERNELS = {"tensorflow": _chunked_pool_tf, "jax": _chunked_pool_jax}
+
+
 @keras.saving.register_keras_serializable(package=PACKAGE)
 class ChunkedFeedForwardPooling(keras.layers.Layer):
     """``h_t = lrelu(W x_t + b)`` then attention (eq. 1) or mean (eq. 2) pooling, fused.
@@ -616,7 +709,10 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
     Computes exactly ``AttentionPooling()(Dense(units, lrelu)(x), lengths=...)`` (or the mean),
     but in chunks of ``chunk_size`` steps with a gradient that recomputes h chunk by chunk:
     memory beyond the input is O(batch x units) instead of O(batch x T x units), and the work
-    stays in cache. TensorFlow backend only (``tf.custom_gradient``, ``tf.while_loop``).
+    stays in cache. One kernel per backend, the same equations: TensorFlow
+    (``tf.custom_gradient`` over a ``tf.while_loop``) and JAX (``jax.custom_vjp`` over a
+    ``lax.scan``); on other backends (PyTorch) it falls back to the unfused composition, which
+    gives the same values and gradients without the memory saving.
     Called as ``layer(x, lengths=n)``; weights: ``kernel``, ``bias`` (the h layer) and, for
     attention, ``attention_kernel`` (D,), ``attention_bias``.
     """
@@ -660,7 +756,8 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
         if lengths is None:
             lengths = ops.full((ops.shape(x)[0],), ops.shape(x)[1], dtype="int32")
         weights = (self.kernel, self.bias, self.attention_kernel, self.attention_bias)
-        return _chunked_pool_tf(
+        kernel = _CHUNKED_KERNELS.get(keras.backend.backend(), _unfused_pool)
+        return kernel(
             x,
             lengths,
             *(w.value for w in weights),
