@@ -40,6 +40,7 @@ def measure(name: str, t0: int, steps: int) -> dict:
 
     from thesis_repro import tasks
     from thesis_repro.models import raffel_model
+    from thesis_repro.records import compute_device
 
     config = CONFIGS[name]
     low, high = tasks.raffel_length_range(t0)
@@ -56,6 +57,8 @@ def measure(name: str, t0: int, steps: int) -> dict:
     ms = 1000 * (time.perf_counter() - start) / steps
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return {
+        **compute_device(),
+        "device_peak_mb": device_peak_mb(),
         "config": name,
         "t0": t0,
         "padded_T": int(batch.x.shape[1]),
@@ -65,6 +68,19 @@ def measure(name: str, t0: int, steps: int) -> dict:
         "rss_growth_during_training_mb": (peak - rss_before) / 1024,
         "input_mb": batch.x.nbytes / 2**20,
     }
+
+
+def device_peak_mb() -> float | None:
+    """Peak accelerator memory in use by this process (JAX on a GPU; None elsewhere)."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    peak = stats.get("peak_bytes_in_use")
+    return None if peak is None else peak / 2**20
 
 
 def main() -> None:
@@ -88,18 +104,23 @@ def main() -> None:
             )
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = rows[-1]
+            if len(rows) == 1:
+                print(f"backend {r['backend']}, device {r['device']}, dtype {r['dtype_policy']}")
+            device = (
+                "" if r["device_peak_mb"] is None else f"  device peak {r['device_peak_mb']:.0f} MB"
+            )
             print(
-                f"T0={t0:>6} {name:<14} {r['ms_per_step']:8.1f} ms/step  "
+                f"T0={t0:>6} {name:<14} {r['ms_per_step']:8.1f} ms/step{device}  "
                 f"epoch {r['epoch_minutes']:5.2f} min  peak RSS {r['peak_rss_mb']:7.0f} MB  "
                 f"(+{r['rss_growth_during_training_mb']:.0f} MB in training; input "
                 f"{r['input_mb']:.1f} MB)",
                 flush=True,
             )
-    print("\nspeed-up over the reference (same run):")
+    print(f"\nspeed-up over {args.configs[0]} (same run):")
     for t0 in args.t0:
-        base = next(r for r in rows if r["t0"] == t0 and r["config"] == "reference")
+        base = next(r for r in rows if r["t0"] == t0 and r["config"] == args.configs[0])
         for r in rows:
-            if r["t0"] == t0 and r["config"] != "reference":
+            if r["t0"] == t0 and r["config"] != args.configs[0]:
                 print(f"  T0={t0}: {r['config']}: x{base['ms_per_step'] / r['ms_per_step']:.2f}")
     print(f"load average during the run: {os.getloadavg()}")
 
