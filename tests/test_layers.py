@@ -361,3 +361,30 @@ def test_chunked_pooling_saves_and_rejects_bad_input(rng, tmp_path):
         ChunkedFeedForwardPooling(4, pooling="max")
     with pytest.raises(ValueError, match="rank 3"):
         ChunkedFeedForwardPooling(4)(np.zeros((2, 5), "float32"))
+
+
+def test_importing_the_package_registers_every_custom_layer(rng, tmp_path):
+    """A model saved with the custom layers loads in a fresh process after ``import
+    thesis_repro`` alone (no import of ``thesis_repro.layers``)."""
+    import subprocess
+    import sys
+
+    from thesis_repro.language_models import PrefixAttentionPooling
+
+    x_in, n_in = keras.Input((None, 2)), keras.Input((), dtype="int32")
+    h = ChunkedFeedForwardPooling(3, chunk_size=4)(x_in, lengths=n_in)
+    pooled = AttentionPooling()(keras.layers.Dense(4)(x_in))
+    prefix = PrefixAttentionPooling(5, position_aware="bias")(keras.layers.Dense(4)(x_in[:, :5]))
+    lstm = AttentionGatedLSTM(2)([x_in, x_in[:, :, 0]])
+    model = keras.Model([x_in, n_in], [h, pooled, prefix, lstm, MeanPooling()(x_in)])
+    path = tmp_path / "model.keras"
+    model.save(path)
+    script = (
+        "import keras, thesis_repro; "
+        f"m = keras.saving.load_model({str(path)!r}); "
+        "print(sorted({type(layer).__name__ for layer in m.layers}))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("ChunkedFeedForwardPooling", "AttentionPooling", "PrefixAttentionPooling"):
+        assert name in done.stdout
