@@ -2,6 +2,7 @@
 
     python benchmarks/bench_lm.py                       # V = 7,251 (the cpu preset), 5 rounds
     python benchmarks/bench_lm.py --vocab 10000 --rounds 3 --steps 10
+    KERAS_BACKEND=jax python benchmarks/bench_lm.py --vocab 37373 --dtype-policy mixed_bfloat16
 
 For the 5-gram and the 5-gram + 5 model, built and compiled exactly as ``python -m
 thesis_repro.lm`` trains them (``lm.build_model``: SGD, batch 1000, weight decay, full softmax),
@@ -35,7 +36,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from thesis_repro.language_models import TrainBatches, window_inputs
 from thesis_repro.lm import RunConfig, build_model
@@ -50,11 +51,23 @@ def time_calls(fn: Callable[[], object], repeats: int) -> float:
     start = time.perf_counter()
     for _ in range(repeats):
         result = fn()
-    if hasattr(result, "numpy"):
-        result.numpy()
-    elif isinstance(result, (list, tuple)):
-        [r.numpy() for r in result]
+    for r in result if isinstance(result, (list, tuple)) else [result]:
+        ops.convert_to_numpy(r)  # wait for the device
     return (time.perf_counter() - start) / repeats
+
+
+def compiled(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` compiled by the backend's XLA route (``jax.jit`` or ``tf.function``)."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return jax.jit(fn)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(fn, jit_compile=True)
+    return fn
 
 
 def matmul_shapes(prefix: int, vocab: int) -> list[tuple[int, int, int]]:
@@ -69,30 +82,34 @@ def matmul_shapes(prefix: int, vocab: int) -> list[tuple[int, int, int]]:
     return shapes
 
 
-def matmul_function(shapes: list[tuple[int, int, int]]) -> Callable[[], list[tf.Tensor]]:
+def matmul_function(shapes: list[tuple[int, int, int]], dtype: str) -> Callable[[], list]:
     """One XLA function doing all ``shapes``' matmuls (independent, like an update's)."""
     rng = np.random.default_rng(0)
     pairs = [
         (
-            tf.constant(rng.standard_normal((r, k), np.float32)),
-            tf.constant(rng.standard_normal((k, c), np.float32)),
+            ops.convert_to_tensor(rng.standard_normal((r, k), np.float32), dtype),
+            ops.convert_to_tensor(rng.standard_normal((k, c), np.float32), dtype),
         )
         for r, k, c in shapes
     ]
-
-    @tf.function(jit_compile=True)
-    def all_matmuls() -> list[tf.Tensor]:
-        return [tf.reduce_sum(tf.matmul(a, b)) for a, b in pairs]
-
-    return all_matmuls
+    products = compiled(lambda pairs: [ops.sum(ops.matmul(a, b)) for a, b in pairs])
+    return lambda: products(pairs)  # arguments, not constants: nothing folds at compile time
 
 
-def peak_flops() -> float:
-    """FLOP/s of a 2048^3 float32 matmul."""
-    n = 2048
-    a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
-    big = tf.function(lambda: tf.matmul(a, b))
+def peak_flops(dtype: str) -> float:
+    """FLOP/s of a 2048^3 (4096^3 on an accelerator) matmul in ``dtype``."""
+    n = 2048 if device_name() == "cpu" else 4096
+    rng = np.random.default_rng(0)
+    a, b = (ops.convert_to_tensor(rng.standard_normal((n, n), np.float32), dtype) for _ in "ab")
+    product = compiled(lambda a, b: ops.matmul(a, b))
+    big = lambda: product(a, b)  # noqa: E731
     return 2 * n**3 / min(time_calls(big, 5) for _ in range(3))
+
+
+def device_name() -> str:
+    from thesis_repro.records import compute_device
+
+    return compute_device()["device"]
 
 
 def synthetic_tokens(vocab: int, words: int = 200_000) -> np.ndarray:
@@ -118,7 +135,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fit-steps", type=int, default=20, help="updates per round timed in fit (default 20)"
     )
+    parser.add_argument(
+        "--dtype-policy",
+        default="float32",
+        help="Keras dtype policy of the models, e.g. mixed_bfloat16 (default float32); the "
+        "matmul references then run in the policy's compute dtype",
+    )
     args = parser.parse_args(argv)
+    keras.config.set_dtype_policy(args.dtype_policy)
+    compute_dtype = keras.config.dtype_policy().compute_dtype
 
     tokens = synthetic_tokens(args.vocab)
     targets = np.arange(ORDER + 5, len(tokens))
@@ -138,7 +163,10 @@ def main(argv: list[str] | None = None) -> None:
     fit_steps = min(args.fit_steps, *(len(b) for b in batches.values()))
     for label in MODELS:  # warm up fit's own compiled function
         models[label, True].fit(batches[label], steps_per_epoch=2, verbose=0, shuffle=False)
-    matmuls = {label: matmul_function(matmul_shapes(MODELS[label], args.vocab)) for label in MODELS}
+    matmuls = {
+        label: matmul_function(matmul_shapes(MODELS[label], args.vocab), compute_dtype)
+        for label in MODELS
+    }
     times: dict[tuple[str, bool], list[float]] = {variant: [] for variant in variants}
     fit_times: dict[str, list[float]] = {label: [] for label in MODELS}
     matmul_times: dict[str, list[float]] = {label: [] for label in MODELS}
@@ -155,13 +183,14 @@ def main(argv: list[str] | None = None) -> None:
                 model.fit(batches[label], steps_per_epoch=fit_steps, verbose=0, shuffle=False)
                 fit_times[label].append((time.perf_counter() - start) / fit_steps)
 
-    peak = peak_flops()
+    peak = peak_flops(compute_dtype)
     print(
-        f"V = {args.vocab:,}, batch {BATCH}, S = {EMBEDDING}, H = {HIDDEN}; tf {tf.__version__}, "
-        f"keras {keras.__version__}; {os.cpu_count()} CPUs; {args.rounds} rounds x "
+        f"V = {args.vocab:,}, batch {BATCH}, S = {EMBEDDING}, H = {HIDDEN}; keras "
+        f"{keras.__version__}, backend {keras.backend.backend()}, device {device_name()}, "
+        f"dtype policy {args.dtype_policy}; {os.cpu_count()} CPUs; {args.rounds} rounds x "
         f"{args.steps} updates"
     )
-    print(f"peak: 2048^3 matmul {peak / 1e9:.0f} GFLOP/s")
+    print(f"peak: square matmul in {compute_dtype} {peak / 1e9:.0f} GFLOP/s")
     print()
     print(
         "| model | XLA | ms/update best | median | words/s (best) | fit words/s | "
