@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from thesis_repro.records import RESULTS_DIR
+from thesis_repro.records import RESULTS_DIR, RunFailed, grid_failures
 from thesis_repro.report import write_report
 
 PRESETS = ("smoke", "cpu", "paper")
@@ -102,6 +102,8 @@ def reproduce(
 
     Finished runs are skipped (each ``run_grid`` does this). ``data_dir``: folder of the LM
     corpora (ignored by ``smoke``; see :func:`lm_sources`). Returns the wall seconds of each step.
+    A run that fails (loss NaN or infinite) is left out of the tables; once the report is
+    written, ``RunFailed`` names every failed run.
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
@@ -132,10 +134,12 @@ def reproduce(
             examples = partial(make_examples, results_dir, Path(figures_dir), preset, log=log)
             steps.append(("lm attention examples", examples))
     timings: dict[str, float] = {}
+    ran: list[dict[str, Any]] = []  # records returned by the grids (failed ones included)
     for index, (name, step) in enumerate(steps, 1):
         log(f"##### [{index}/{len(steps)}] {name}, preset {preset} -> {results_dir}/")
         started = time.time()
-        step()
+        records = step()
+        ran += [r for r in records or [] if isinstance(r, dict)]
         timings[name] = time.time() - started
     started = time.time()
     write_report(
@@ -151,6 +155,8 @@ def reproduce(
         f"wrote {report_path} and figures in {figures_dir}/; wall time: "
         + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings.items())
     )
+    if grid_failures(ran):
+        raise RunFailed(grid_failures(ran), {})
     return timings
 
 
@@ -203,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry; bad input ends with one ``error: ...`` line and exit status 2."""
+    """Command-line entry; bad input ends with one ``error: ...`` line and exit status 2, a
+    failed run (after the report is written) with status 1."""
     from thesis_repro.corpus import CorpusError
 
     lm = _experiment("lm")
@@ -228,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     except bad_input as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except RunFailed as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130

@@ -36,7 +36,10 @@ can dip below it and climb back (one value carried for a while), so the table al
 step from which the training MSE stays below 0.1 to the end ("for good").
 
 Every run writes ``results/addition/<model>/<run>.json`` after each epoch; the last checkpoint
-is kept beside it (``checkpoints/``, git-ignored) for further analysis.
+is kept beside it (``checkpoints/``, git-ignored) for further analysis. A run whose training (or
+pretraining) loss becomes NaN or infinite stops there and is recorded as failed
+(``training.FailOnNonFiniteLoss``; ``run`` exits with one ``error:`` line); the tables and
+figures leave it out and name it.
 """
 
 from __future__ import annotations
@@ -56,7 +59,17 @@ import numpy as np
 from thesis_repro import tasks
 from thesis_repro.cli import FIGURES_DIR, experiment_parser
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import RESULTS_DIR, RunRecord, load_record, load_records, produced_by
+from thesis_repro.records import (
+    RESULTS_DIR,
+    RunFailed,
+    RunRecord,
+    failed_note,
+    grid_failures,
+    load_record,
+    load_records,
+    produced_by,
+    split_failed,
+)
 
 EXPERIMENT = "addition"
 MODELS = ("lstm", "gated-pretrained", "gated-joint")
@@ -261,18 +274,20 @@ def gate_set(config: RunConfig) -> tasks.Batch:
 # --- models -------------------------------------------------------------------------------
 
 
-def pretrain_attention(config: RunConfig, verbose: int = 0) -> tuple[Any, dict[str, float]]:
+def pretrain_attention(
+    config: RunConfig, verbose: int = 0, record: RunRecord | None = None
+) -> tuple[Any, dict[str, float]]:
     """Train the Raffel network (thesis 2.1.2, D = ``hidden``) on the task; return it and stats.
 
     Thesis initialisation (N(0, 1/sqrt(output_dim))), Adam, MSE, minibatches of
     ``config.batch_size``, ``config.pretrain_steps`` steps. The stats: its MSE on 1000 held-out
     training-length sequences and its mean energy at the marked and at the other steps (of 200
-    of them).
+    of them). With ``record``, a NaN or infinite pretraining loss fails the run (``RunFailed``).
     """
     import keras
 
     from thesis_repro.models import raffel_model, thesis_reinitialize
-    from thesis_repro.training import fresh_batches
+    from thesis_repro.training import FailOnNonFiniteLoss, fresh_batches, raise_if_failed
 
     started = time.time()
     model = thesis_reinitialize(
@@ -287,9 +302,14 @@ def pretrain_attention(config: RunConfig, verbose: int = 0) -> tuple[Any, dict[s
         fresh_batches(train_batch_fn(config), config.seed + PRETRAIN_STREAM),
         steps_per_epoch=config.pretrain_steps,
         epochs=1,
+        callbacks=[FailOnNonFiniteLoss(record, config.pretrain_steps, "pretraining loss")]
+        if record is not None
+        else [],
         shuffle=False,
         verbose=verbose,
     )
+    if record is not None:
+        raise_if_failed(record)
     held_out = tasks.thesis_addition(
         np.random.default_rng([EVAL_SEED, config.seed, 1]),
         1000,
@@ -478,7 +498,7 @@ def adopt_shorter_run(
     wanted = config.as_record()
     for path in sorted(record.path.parent.glob(f"{config.model}-*.json")):
         other = load_record(path)
-        if other is None or path == record.path:
+        if other is None or path == record.path or other.get("failed"):
             continue
         steps = other["config"].get("steps", config.steps)
         if steps >= config.steps or {**other["config"], "steps": config.steps} != wanted:
@@ -515,12 +535,21 @@ def run(
     """Train one configuration (resuming from its checkpoint), evaluate it, return its record.
 
     ``stop_after_epochs``: train at most this many epochs in this call and leave the run
-    unfinished (a time slice; the next call continues from the checkpoint).
+    unfinished (a time slice; the next call continues from the checkpoint). Raises
+    ``RunFailed`` when the (pre)training loss becomes NaN or infinite (the record says so:
+    ``records``), or when the run failed before.
     """
     import keras
 
     from thesis_repro import models  # noqa: F401  (registers the custom objects of checkpoints)
-    from thesis_repro.training import EpochCheckpoint, fresh_batches, resume, set_seed
+    from thesis_repro.training import (
+        EpochCheckpoint,
+        FailOnNonFiniteLoss,
+        fresh_batches,
+        raise_if_failed,
+        resume,
+        set_seed,
+    )
 
     record = RunRecord(record_path(config, results_dir), config.as_record()).start()
     if record.finished:
@@ -532,7 +561,7 @@ def run(
     def build() -> keras.Model:
         attention = None
         if config.model == "gated-pretrained":
-            attention, stats = pretrain_attention(config, verbose=2 if verbose else 0)
+            attention, stats = pretrain_attention(config, 2 if verbose else 0, record)
             record.data["pretrain"] = stats
             record.save()
             if verbose:
@@ -560,10 +589,14 @@ def run(
             steps_per_epoch=config.steps_per_epoch,
             epochs=target,
             initial_epoch=done,
-            callbacks=[EpochCheckpoint(record, evaluate=lambda m: {})],
+            callbacks=[
+                FailOnNonFiniteLoss(record, config.steps_per_epoch),
+                EpochCheckpoint(record, evaluate=lambda m: {}),
+            ],
             shuffle=False,  # (a generator: nothing to shuffle)
             verbose=verbose,
         )
+    raise_if_failed(record)
     if record.completed_epochs() < config.epochs:
         return record.data
     started = time.time()
@@ -583,13 +616,21 @@ def run_grid(
     verbose: int = 1,
     stop_after_epochs: int | None = None,
 ) -> list[dict]:
-    """Every run of ``preset`` (optionally only some models); finished runs are skipped."""
+    """Every run of ``preset`` (optionally only some models); finished runs are skipped.
+
+    A failed run (``RunFailed``) is reported in one line and the grid goes on; its record is
+    among those returned (``records.grid_failures`` words the error).
+    """
     configs = preset_runs(PRESETS[preset], models)
     records = []
     for index, config in enumerate(configs, 1):
         if verbose:
             print(f"=== {index}/{len(configs)} {config.name}", flush=True)
-        records.append(run(config, results_dir, verbose, stop_after_epochs))
+        try:
+            records.append(run(config, results_dir, verbose, stop_after_epochs))
+        except RunFailed as failed:
+            print(f"[failed] {failed}", flush=True)
+            records.append(failed.record)
     return records
 
 
@@ -627,7 +668,10 @@ def _spread(values: list[float], digits: str = ".3g") -> str:
 
 
 def render_table(records: list[dict]) -> str:
-    """Markdown: per run, per model, generalisation and gate tables (from the records)."""
+    """Markdown: per run, per model, generalisation and gate tables (from the records); failed
+    runs are left out and named at the end."""
+    everything = records
+    records, failed = split_failed(records)
     threshold = f"{LEARNING_THRESHOLD:g}"
     per_epoch = "/".join(str(n) for n in _values(records, "steps_per_epoch")) or "100"
     lines = [
@@ -716,7 +760,9 @@ def render_table(records: list[dict]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     lines += [_run_row(r) for group in groups.values() for r in group]
-    lines += ["", produced_by(records)]
+    if failed:
+        lines += ["", failed_note(failed, " of these tables and the figures") + "."]
+    lines += ["", produced_by(everything)]
     return "\n".join(lines) + "\n"
 
 
@@ -854,6 +900,7 @@ def report(
             continue
         suffix = "_forgetbias1" if forget_bias else ""
         text = render_table(subset)
+        subset, _ = split_failed(subset)  # the figures leave failed runs out (the table says so)
         if forget_bias:
             text = text.replace(
                 "### Thesis 3.1: addition problem, LSTM vs attention-gated LSTM",
@@ -976,6 +1023,8 @@ def _add_stop_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry; bad input and a failed run (loss NaN or infinite) end with one
+    ``error: ...`` line and exit status 1."""
     args = build_parser().parse_args(argv)
     started = time.time()
     if args.command == "run":
@@ -997,14 +1046,22 @@ def main(argv: list[str] | None = None) -> int:
             )
         except ValueError as error:
             sys.exit(f"error: {error}")
-        record = run(config, args.results, args.verbose, args.stop_after_epochs)
+        try:
+            record = run(config, args.results, args.verbose, args.stop_after_epochs)
+        except RunFailed as failed:
+            print(f"error: {failed}", file=sys.stderr)
+            return 1
         print(f"{config.name}: {record['summary'] or 'unfinished'}")
     elif args.command == "grid":
-        run_grid(
+        records = run_grid(
             args.preset, args.results, tuple(args.models), args.verbose, args.stop_after_epochs
         )
         if not args.no_report:
             print(report(args.results, args.figures, args.preset))
+        failures = grid_failures(records)
+        if failures:
+            print(f"error: {failures}", file=sys.stderr)
+            return 1
     else:
         print(report(args.results, args.figures, args.preset))
     print(f"done in {time.time() - started:.0f} s")

@@ -20,7 +20,10 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
 - Temporal order (Raffel 2.4): a 4-way classifier (XX, XY, YX, YY) with the same network; it can
   separate XX from YY but not XY from YX, since pooling over time discards order.
 
-Every run writes ``results/ffattention/<experiment>/<run>.json`` after each epoch.
+Every run writes ``results/ffattention/<experiment>/<run>.json`` after each epoch. A run whose
+training loss becomes NaN or infinite stops there and is recorded as failed
+(``training.FailOnNonFiniteLoss``; ``run`` exits with one ``error:`` line); the tables and the
+figure leave it out and name it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,16 @@ import numpy as np
 from thesis_repro import tasks
 from thesis_repro.cli import FIGURES_DIR, experiment_parser
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import RESULTS_DIR, RunRecord, load_records, produced_by
+from thesis_repro.records import (
+    RESULTS_DIR,
+    RunFailed,
+    RunRecord,
+    failed_note,
+    grid_failures,
+    load_records,
+    produced_by,
+    split_failed,
+)
 
 EXPERIMENT = "ffattention"
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
@@ -306,13 +318,19 @@ def record_path(config: RunConfig, results_dir: Path = RESULTS_DIR) -> Path:
 
 
 def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) -> dict:
-    """Train one configuration to 100% test accuracy or its epoch cap; return its record."""
+    """Train one configuration to 100% test accuracy or its epoch cap; return its record.
+
+    Raises ``RunFailed`` when the training loss becomes NaN or infinite (the record says so:
+    ``records``), or when the run failed before.
+    """
     import keras
 
     from thesis_repro.models import raffel_model
     from thesis_repro.training import (
         EpochCheckpoint,
+        FailOnNonFiniteLoss,
         fresh_batches,
+        raise_if_failed,
         remove_checkpoints,
         resume,
         set_seed,
@@ -360,10 +378,11 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
             steps_per_epoch=config.steps_per_epoch,
             epochs=config.max_epochs,
             initial_epoch=done,
-            callbacks=[callback],
+            callbacks=[FailOnNonFiniteLoss(record, config.steps_per_epoch), callback],
             shuffle=False,  # (a generator: nothing to shuffle)
             verbose=verbose,
         )
+    raise_if_failed(record)
     record.finish(**summarize(record.data["epochs"]))
     remove_checkpoints(record)
     return record.data
@@ -391,7 +410,11 @@ def run_grid(
     experiments: tuple[str, ...] = (),
     verbose: int = 1,
 ) -> list[dict]:
-    """Every run of ``preset`` (optionally only some experiments); finished runs are skipped."""
+    """Every run of ``preset`` (optionally only some experiments); finished runs are skipped.
+
+    A failed run (``RunFailed``) is reported in one line and the grid goes on; its record is
+    among those returned (``records.grid_failures`` words the error).
+    """
     configs = [
         c for c in preset_runs(PRESETS[preset]) if not experiments or c.experiment in experiments
     ]
@@ -399,7 +422,11 @@ def run_grid(
     for index, config in enumerate(configs, 1):
         if verbose:
             print(f"=== {index}/{len(configs)} {config.experiment}: {config.name}", flush=True)
-        records.append(run(config, results_dir, verbose))
+        try:
+            records.append(run(config, results_dir, verbose))
+        except RunFailed as failed:
+            print(f"[failed] {failed}", flush=True)
+            records.append(failed.record)
     return records
 
 
@@ -435,7 +462,12 @@ def _paper_text(value: int | float) -> str:
 
 
 def render_table(records: list[dict]) -> str:
-    """Markdown: Table 1 (ours beside the paper), the variable-length and temporal-order runs."""
+    """Markdown: Table 1 (ours beside the paper), the variable-length and temporal-order runs.
+
+    Failed runs are left out and named at the end.
+    """
+    everything = records
+    records, failed = split_failed(records)
     table1 = [r for r in records if r["config"]["experiment"] == "table1"]
     t0s = sorted({r["config"]["t0"] for r in table1}) or list(PAPER_T0S)
     lines = [
@@ -501,15 +533,19 @@ def render_table(records: list[dict]) -> str:
                 + " | ".join(f"{100 * per[n]:.1f}%" for n in names)
                 + " |"
             )
-    lines += ["", produced_by(records)]
+    if failed:
+        lines += ["", failed_note(failed, " of these tables and the figure") + "."]
+    lines += ["", produced_by(everything)]
     return "\n".join(lines) + "\n"
 
 
 def render_figure(records: list[dict], path: Path) -> Path | None:
-    """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr)."""
+    """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr);
+    failed runs are left out (``render_table`` names them)."""
     plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
+    records, _ = split_failed(records)
     table1 = [r for r in records if r["config"]["experiment"] == "table1"]
     if not table1:
         return None
@@ -635,6 +671,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Command-line entry; a failed run (loss NaN or infinite) ends with one ``error: ...`` line
+    and exit status 1."""
     args = build_parser().parse_args(argv)
     verbose = args.verbose
     started = time.time()
@@ -653,12 +691,20 @@ def main(argv: list[str] | None = None) -> int:
             args.steps_per_epoch,
             test_size=args.test_size,
         )
-        record = run(config, args.results, verbose)
+        try:
+            record = run(config, args.results, verbose)
+        except RunFailed as failed:
+            print(f"error: {failed}", file=sys.stderr)
+            return 1
         print(f"{config.name}: {record['summary']}")
     elif args.command == "grid":
-        run_grid(args.preset, args.results, tuple(args.only), verbose)
+        records = run_grid(args.preset, args.results, tuple(args.only), verbose)
         if not args.no_report:
             print(report(args.results, args.figures))
+        failures = grid_failures(records)
+        if failures:
+            print(f"error: {failures}", file=sys.stderr)
+            return 1
     else:
         print(report(args.results, args.figures))
     print(f"done in {time.time() - started:.0f} s")

@@ -60,7 +60,9 @@ Every run writes ``results/lm/<corpus>/<table>/<run>.json`` after each epoch and
 checkpoint beside it; an interrupted run (even ``kill -9``) continues from its last checkpoint
 when the same command is run again, and finished runs are skipped. A finished run keeps its
 final model, ``checkpoints/<run>-final.keras``, so it can be scored again later (``evaluate``,
-``show-attention``); the per-epoch checkpoints are deleted.
+``show-attention``); the per-epoch checkpoints are deleted. A run whose training loss becomes NaN
+or infinite stops there and is recorded as failed (``training.FailOnNonFiniteLoss``: one
+``error:`` line, exit status 1); the tables and figures leave it out and name it.
 """
 
 from __future__ import annotations
@@ -83,8 +85,10 @@ import numpy as np
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
 from thesis_repro.records import (
     RESULTS_DIR,
+    RunFailed,
     RunRecord,
     command_line,
+    grid_failures,
     load_record,
     write_json_atomic,
 )
@@ -762,13 +766,16 @@ def run(
     not change the results beyond float rounding, so it is not part of the config.
     ``eval_prefixes`` (thesis 4.2, attention models): after training, also score the test part
     with these prefixes (``summary.eval_prefix``); a finished run gets the missing ones from
-    its final model.
+    its final model. Raises ``RunFailed`` when the training loss becomes NaN or infinite (the
+    record says so: ``records``), or when the run failed before.
     """
     import keras
 
     from thesis_repro.language_models import TrainBatches
     from thesis_repro.training import (
         EpochCheckpoint,
+        FailOnNonFiniteLoss,
+        raise_if_failed,
         remove_checkpoints,
         resume,
         save_model_atomic,
@@ -841,9 +848,15 @@ def run(
             initial_epoch=done,
             steps_per_epoch=batches.steps_per_epoch,
             shuffle=False,  # TrainBatches shuffles, per epoch; Keras would mix epochs' batches
-            callbacks=[timer, EpochCheckpoint(record, evaluate), *callbacks],
+            callbacks=[
+                timer,
+                FailOnNonFiniteLoss(record, batches.steps_per_epoch),
+                EpochCheckpoint(record, evaluate),
+                *callbacks,
+            ],
             verbose=verbose,
         )
+    raise_if_failed(record)
     test = perplexity(model, corpus.test, config, config.batch_size)
     save_model_atomic(model, final_model_path(record.path))
     summary = summarize(record.data["epochs"], test) | _distance_summary(model)
@@ -1048,7 +1061,9 @@ def run_grid(
     **overrides: Any,
 ) -> list[dict]:
     """All runs of ``table`` (seed-major, so early stops still cover every model); attention
-    runs of a future-work table are also scored at its eval prefixes (or ``eval_prefixes``)."""
+    runs of a future-work table are also scored at its eval prefixes (or ``eval_prefixes``).
+    A failed run (``RunFailed``) is reported in one line and the grid goes on; its record is
+    among those returned (``records.grid_failures`` words the error)."""
     configs = table_runs(table, source, preset, seeds, **overrides)
     if eval_prefixes is None:
         eval_prefixes = table_eval_prefixes(table)
@@ -1056,7 +1071,13 @@ def run_grid(
     for index, config in enumerate(configs, 1):
         if verbose:
             print(f"=== {index}/{len(configs)} table {table}: {config.name}", flush=True)
-        records.append(run(config, source, results_dir, verbose, jit_compile, (), eval_prefixes))
+        try:
+            records.append(
+                run(config, source, results_dir, verbose, jit_compile, (), eval_prefixes)
+            )
+        except RunFailed as failed:
+            print(f"[failed] {failed}", flush=True)
+            records.append(failed.record)
     return records
 
 
@@ -1408,7 +1429,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry; errors end with one ``error: ...`` line and exit status 2."""
+    """Command-line entry; errors end with one ``error: ...`` line and exit status 2, a failed
+    run (loss NaN or infinite; in a grid, after the other runs and the report) with status 1."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parsers = {
         "train": train_parser,
@@ -1476,6 +1498,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(report(args.results, args.figures))
             print(f"done in {time.time() - started:.0f} s")
             return 0
+        records = []
         for index, config in enumerate(configs, 1):
             if command == "grid" and args.verbose:
                 print(f"=== {index}/{len(configs)} table {args.table}: {config.name}", flush=True)
@@ -1489,13 +1512,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                     raise LMError(str(busy)) from None
                 print(f"[busy] {busy}: left to it", flush=True)
                 continue
+            except RunFailed as failed:
+                if command == "train":
+                    raise
+                print(f"[failed] {failed}", flush=True)
+                record = failed.record
+            records.append(record)
             if command == "train":
                 print(f"{config.name}: {json.dumps(record['summary'])}")
         if command == "grid" and not args.no_report:
             print(report(args.results, args.figures))
+        failures = grid_failures(records)
+        if failures:
+            print(f"error: {failures}", file=sys.stderr)
+            return 1
     except (CorpusError, LMError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RunFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130

@@ -5,8 +5,9 @@ mean ± std over instances, beside the thesis's numbers: ``render_table``) and t
 perplexity per epoch (thesis Figs 3.4, 3.5: ``render_figure``); for the future-work tables of
 thesis 4.2, the perplexity by training regime and evaluation prefix (``render_future_table``,
 ``render_future_figure``), drawing on the other tables' records of the same corpus; and the
-attention-example figures of thesis 3.2.4 from their records. The runs themselves, their
-configurations and the thesis's numbers live in ``thesis_repro.lm``.
+attention-example figures of thesis 3.2.4 from their records. Failed runs (loss NaN or infinite:
+``records``) are left out of every table and figure, and each table names those it left out. The
+runs themselves, their configurations and the thesis's numbers live in ``thesis_repro.lm``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,13 @@ from thesis_repro.lm import (
     preset_config,
 )
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import RESULTS_DIR, load_records, produced_by
+from thesis_repro.records import (
+    RESULTS_DIR,
+    failed_note,
+    load_records,
+    produced_by,
+    split_failed,
+)
 
 _GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
 ModelKey = tuple[int, int, int, str]  # order, prefix, min_prefix, position_aware
@@ -70,7 +77,9 @@ def _fmt(mean: float, std: float | None) -> str:
 
 
 def render_table(records: list[dict]) -> str:
-    """Markdown: test perplexity (mean ± std over instances) beside the thesis's numbers."""
+    """Markdown: test perplexity (mean ± std over instances) beside the thesis's numbers;
+    failed runs are left out and named at the end."""
+    records, failed = split_failed(records)
     lines: list[str] = []
     for group in _groups(records).values():
         config = group[0]["config"]
@@ -137,7 +146,12 @@ def render_table(records: list[dict]) -> str:
                 f"| {thesis} | {p_ratio} |"
             )
         lines += ["", produced_by(group, limit=2), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _failed_lines(failed))
+
+
+def _failed_lines(failed: list[dict]) -> list[str]:
+    """The note naming the failed runs a table and its figure leave out (none: no lines)."""
+    return [failed_note(failed, " of this table and its figure") + ".", ""] if failed else []
 
 
 def _plot_band(ax: Any, curves: list[np.ndarray], color: str, label: str) -> None:
@@ -201,6 +215,16 @@ def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
     return save_figure(fig, path)
 
 
+def _future_regime(spec: FutureTable, config: dict) -> Regime | None:
+    """The regime of a future-work table that a run's config belongs to, if any."""
+    if config["variant"] != spec.variant:
+        return None
+    for regime in spec.regimes:
+        if regime.table == config["table"] and regime.key == _model_key(config):
+            return regime
+    return None
+
+
 def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, list[dict]]]:
     """Records of a future-work table's regimes (from any table folder of the corpus), split
     by scale (preset, overrides); only groups with a run of the table itself."""
@@ -208,13 +232,11 @@ def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, li
     groups: dict[str, dict[Regime, list[dict]]] = {}
     for r in records:
         config = r["config"]
-        if config["variant"] != spec.variant:
-            continue
-        for regime in spec.regimes:
-            if regime.table == config["table"] and regime.key == _model_key(config):
-                ignore = (*_GROUP_IGNORES, "table")
-                key = json.dumps({k: v for k, v in config.items() if k not in ignore})
-                groups.setdefault(key, {}).setdefault(regime, []).append(r)
+        regime = _future_regime(spec, config)
+        if regime is not None:
+            ignore = (*_GROUP_IGNORES, "table")
+            key = json.dumps({k: v for k, v in config.items() if k not in ignore})
+            groups.setdefault(key, {}).setdefault(regime, []).append(r)
     return {
         key: group
         for key, group in groups.items()
@@ -276,8 +298,11 @@ def _column_label(column: str, sentence_words: float | None) -> str:
 def render_future_table(table: str, records: list[dict]) -> str:
     """Markdown for a thesis 4.2 table: test perplexity, mean ± std over instances, by model
     (rows) and eval prefix (columns); with position-aware rows, the paired difference to the
-    same model without position awareness, and the learned distance biases."""
+    same model without position awareness, and the learned distance biases. Failed runs of its
+    regimes are left out and named at the end."""
     spec = FUTURE_TABLES[table]
+    records, failed = split_failed(records)
+    failed = [r for r in failed if _future_regime(spec, r["config"]) is not None]
     columns = [str(e) for e in spec.eval_prefixes]
     lines: list[str] = []
     for group in _future_groups(table, records).values():
@@ -322,7 +347,7 @@ def render_future_table(table: str, records: list[dict]) -> str:
             )
         lines += _position_lines(spec, group, columns) or _context_lines(spec, group, columns)
         lines += ["", produced_by([r for runs in group.values() for r in runs]), ""]
-    return "\n".join(lines)
+    return "\n".join(lines + _failed_lines(failed))
 
 
 def _context_lines(
@@ -475,6 +500,7 @@ def _report_future(table: str, corpus_folder: Path, figures_dir: Path) -> str:
     records = load_records(corpus_folder)
     text = render_future_table(table, records)
     (corpus_folder / table / "table.md").write_text(text)
+    records, _ = split_failed(records)  # the figure leaves failed runs out (the table says so)
     for key, group in _future_groups(table, records).items():
         config = RunConfig(**next(iter(group.values()))[0]["config"])
         name = f"lm_{table}_{corpus_folder.name}_{config.preset}"
@@ -502,6 +528,7 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
         (folder / "table.md").write_text(text)
         parts.append(text)
         spec = TABLES.get(table)
+        records, _ = split_failed(records)  # the figures leave failed runs out (as the table)
         for key, group in _groups(records).items():
             config = RunConfig(**group[0]["config"])
             if spec and spec.figure != table:

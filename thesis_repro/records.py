@@ -4,6 +4,14 @@ A record is a dict with ``config`` (what was run), ``command`` (how), ``epochs``
 finished epoch, keyed by its index), ``summary`` (filled when the run finishes), ``finished``,
 ``versions`` and ``hardware``. A finished record means the run is never repeated; an unfinished
 one is continued from its checkpoint.
+
+A run whose training loss becomes NaN or infinite (``training.FailOnNonFiniteLoss``) is **failed**:
+its record keeps ``"finished": false`` and gains ``"failed": {"reason": "loss became nan at update
+137", "step": 137}`` (``step``: the 1-based index of the update whose loss was not finite, counted
+over the whole run), and the run raises :class:`RunFailed`. A failed record is final: it is never
+continued, and starting it again raises :class:`RunFailed` saying it failed before; delete the
+record to run it again. Tables and figures leave failed runs out and name them
+(:func:`split_failed`, :func:`failed_note`); a record without ``failed`` has not failed.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +125,15 @@ def command_line() -> str:
     return " ".join(argv)
 
 
+class RunFailed(RuntimeError):
+    """A run whose loss became NaN or infinite, now or before; ``record``: its record (with
+    ``path``, as ``load_records`` gives it)."""
+
+    def __init__(self, message: str, record: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.record = record
+
+
 class RunRecord:
     """The JSON record of one run at ``path``; ``start`` creates or reopens it."""
 
@@ -128,10 +146,15 @@ class RunRecord:
     def finished(self) -> bool:
         return bool(self.data.get("finished"))
 
+    @property
+    def failed(self) -> dict[str, Any] | None:
+        """``{"reason": ..., "step": ...}`` of a failed run, else None."""
+        return self.data.get("failed") or None
+
     def start(self, command: str | None = None) -> RunRecord:
         """Claim the run (:func:`thesis_repro.runner.claim`: raises ``RunBusy`` while another
         process trains it) and open its record, keeping the epochs of an interrupted run with
-        the same config."""
+        the same config. A run that failed before raises :class:`RunFailed` (never retrained)."""
         claim(self.path)
         existing = load_record(self.path)
         if existing is not None and existing.get("config") != self.config:
@@ -140,6 +163,10 @@ class RunRecord:
                 f"{self.path} holds a run with a different config; delete it or choose "
                 "another output directory."
             )
+        if existing is not None and existing.get("failed"):
+            release(self.path)
+            self.data = existing
+            raise RunFailed(self.failure_message(before=True), self.with_path())
         self.data = existing or {
             "config": self.config,
             "command": command or command_line(),
@@ -171,6 +198,27 @@ class RunRecord:
         self.save()
         release(self.path)
 
+    def fail(self, reason: str, step: int) -> None:
+        """Record the run as failed at update ``step`` (1-based) and release it."""
+        self.data["failed"] = {"reason": reason, "step": int(step)}
+        self.data["finished"] = False
+        self.data["ended"] = time.strftime("%Y-%m-%d %H:%M:%S")
+        self.save()
+        release(self.path)
+
+    def failure_message(self, before: bool = False) -> str:
+        """One line: which run failed, why, and how to run it again."""
+        failed = self.failed or {}
+        when = "failed before" if before else "failed"
+        return (
+            f"{self.path.stem} {when}: {failed.get('reason', '?')} (recorded in {self.path}; "
+            "delete that record to run it again)"
+        )
+
+    def with_path(self) -> dict[str, Any]:
+        """The record's data with its ``path``, as ``load_records`` returns it."""
+        return {**self.data, "path": str(self.path)}
+
     def save(self) -> None:
         write_json_atomic(self.path, self.data)
 
@@ -194,6 +242,46 @@ def load_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
             record["path"] = str(path)
             records.append(record)
     return records
+
+
+def split_failed(
+    records: Iterable[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``records`` split into those that did not fail and those that failed."""
+    kept: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    for record in records:
+        (failed if record.get("failed") else kept).append(record)
+    return kept, failed
+
+
+def run_name(record: Mapping[str, Any]) -> str:
+    """A record's run name: its file name without ``.json`` (``load_records`` sets ``path``)."""
+    return Path(record.get("path", "?")).stem
+
+
+def _named(failed: list[dict[str, Any]]) -> str:
+    """``NAME (REASON); NAME (REASON)`` of failed records."""
+    return "; ".join(f"{run_name(r)} ({r['failed'].get('reason', '?')})" for r in failed)
+
+
+def failed_note(failed: list[dict[str, Any]], where: str = "") -> str:
+    """``1 failed run left out<where>: NAME (REASON)`` for rendered tables; "" for none."""
+    if not failed:
+        return ""
+    plural = "" if len(failed) == 1 else "s"
+    return f"{len(failed)} failed run{plural} left out{where}: {_named(failed)}"
+
+
+def grid_failures(records: list[dict[str, Any]]) -> str:
+    """The one-line error of a grid whose runs include failed ones ("" if none failed)."""
+    failed = split_failed(records)[1]
+    if not failed:
+        return ""
+    return (
+        f"{len(failed)} of {len(records)} runs failed: {_named(failed)} (the tables leave them "
+        "out; delete a failed run's record to run it again)"
+    )
 
 
 def produced_by(records: list[dict[str, Any]], limit: int = 3) -> str:

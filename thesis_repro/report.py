@@ -6,6 +6,7 @@ blocks delimited by ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` who
 replaced by the experiment's rendered tables, so README, report and figures come from the same
 records and cannot disagree. ``REPORT.md`` adds what the README leaves out: links to the figures,
 the library versions and hardware (of this rendering and of the records) and the wall times.
+Failed runs (loss NaN or infinite: ``records``) are named there and left out of every table.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from thesis_repro.records import RESULTS_DIR, hardware, library_versions, load_records
+from thesis_repro.records import (
+    RESULTS_DIR,
+    failed_note,
+    hardware,
+    library_versions,
+    load_records,
+    split_failed,
+)
 
 EXPERIMENTS = ("ffattention", "addition", "lm")
 TITLES = {
@@ -151,6 +159,9 @@ def write_report(
         parts.append(f"| {name} | {len(group)} | {finished} | {_hours(seconds)} |")
     total = sum(record_seconds(r) for r in everything)
     parts.append(f"| all | {len(everything)} | | {_hours(total)} |")
+    failed = split_failed(everything)[1]
+    if failed:
+        parts += ["", failed_note(failed, " of every table and figure") + "."]
     if timings:
         parts += [
             "",

@@ -4,10 +4,18 @@ A run trains with ``model.fit`` on an endless stream of freshly generated miniba
 epoch the :class:`EpochCheckpoint` callback scores the model, saves a ``.keras`` checkpoint
 (weights and optimizer state) atomically, then logs the epoch in the run's JSON record. A killed
 run therefore loses at most the epoch in progress; :func:`resume` reopens the last checkpoint.
+
+A run whose training loss becomes NaN or infinite fails: :class:`FailOnNonFiniteLoss` (a
+``keras.callbacks.TerminateOnNaN`` that also records) notices it at the update where it happens,
+records the run as failed (``RunRecord.fail``) and stops training; :class:`EpochCheckpoint`
+logs and checkpoints no epoch after that, and :func:`raise_if_failed`, called after
+``model.fit``, deletes the run's checkpoints and raises ``records.RunFailed`` instead of letting
+the run finish.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -17,7 +25,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from thesis_repro.records import RunRecord
+from thesis_repro.records import RunFailed, RunRecord
 
 BatchFn = Callable[[np.random.Generator], tuple[Any, Any]]
 
@@ -96,6 +104,8 @@ class EpochCheckpoint(keras.callbacks.Callback):
         self._epoch_start = time.time()
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        if self.record.failed or not _finite((logs or {}).get("loss", 0.0)):
+            return  # a failed run logs no further epoch (FailOnNonFiniteLoss records why)
         scores = {f"train_{k}": float(v) for k, v in (logs or {}).items()}
         scores.update(self.evaluate(self.model))
         path = checkpoint_path(self.record, epoch + 1)
@@ -108,6 +118,50 @@ class EpochCheckpoint(keras.callbacks.Callback):
         if self.should_stop is not None and self.should_stop(scores):
             self.stopped_early = True
             self.model.stop_training = True
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return True  # not a number: nothing to judge
+
+
+class FailOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
+    """Stop at the first update whose training loss is NaN or infinite; record the run failed.
+
+    Keras's batch logs hold the epoch's running mean loss, which stays non-finite once one
+    update's loss was, so the first non-finite value marks the update where it happened: update
+    ``epoch * steps_per_epoch + batch + 1`` (1-based, over the whole run). The record gets
+    ``failed = {"reason": "<what> became nan at update 137", "step": 137}``. Like
+    ``TerminateOnNaN`` it reads the loss after every update, which keeps Keras's batch callbacks
+    synchronous (under JAX, stopping from Keras's asynchronous callback thread is not safe).
+    """
+
+    def __init__(self, record: RunRecord, steps_per_epoch: int, what: str = "loss") -> None:
+        super().__init__()
+        self.record = record
+        self.steps_per_epoch = steps_per_epoch
+        self.what = what
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch = epoch
+
+    def on_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        loss = (logs or {}).get("loss")
+        if loss is None or _finite(loss) or self.record.failed:
+            return
+        step = self._epoch * self.steps_per_epoch + batch + 1
+        self.record.fail(f"{self.what} became {float(loss)} at update {step}", step)
+        self.model.stop_training = True
+
+
+def raise_if_failed(record: RunRecord) -> None:
+    """After ``model.fit``: if the run failed, delete its checkpoints and raise ``RunFailed``."""
+    if record.failed:
+        remove_checkpoints(record)
+        raise RunFailed(record.failure_message(), record.with_path())
 
 
 def save_model_atomic(model: keras.Model, path: Path) -> None:
