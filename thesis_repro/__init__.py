@@ -5,9 +5,46 @@ package; ``thesis_repro.layers`` holds the reusable Keras layers.
 
 Importing the package registers every custom Keras object (the layers and the models' custom
 pieces), so ``keras.saving.load_model("model.keras")`` works after ``import thesis_repro``.
+TensorFlow's C++ start-up lines (absl/oneDNN/CUDA notices written straight to the process's
+stderr while Keras imports it) are held back; set ``THESIS_REPRO_SHOW_IMPORT_LOGS=1`` to see
+them. If the import fails, they are printed with the error.
 """
 
-from thesis_repro import language_models, layers, models
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+
+
+@contextlib.contextmanager
+def _hold_back_native_stderr() -> Iterator[None]:
+    """Point file descriptor 2 at a temporary file for the duration (native libraries write
+    there directly, so ``sys.stderr`` alone cannot catch them); replay it on an exception."""
+    if os.environ.get("THESIS_REPRO_SHOW_IMPORT_LOGS") == "1":
+        yield
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+with _hold_back_native_stderr():
+    from thesis_repro import language_models, layers, models
 
 __version__ = "0.1.0"
 __all__ = ["language_models", "layers", "models"]
