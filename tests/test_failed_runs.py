@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 
 from thesis_repro import addition, ffattention, lm, lm_tables
-from thesis_repro.records import RunFailed, RunRecord, load_record
+from thesis_repro.records import RunFailed, RunRecord, load_record, lock_path
 from thesis_repro.report import write_report
-from thesis_repro.runner import lock_path
 from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,

@@ -63,6 +63,7 @@ from thesis_repro.records import (
     RESULTS_DIR,
     RunFailed,
     RunRecord,
+    command_line,
     failed_note,
     grid_failures,
     load_record,
@@ -70,6 +71,7 @@ from thesis_repro.records import (
     produced_by,
     split_failed,
 )
+from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
 
 EXPERIMENT = "addition"
 MODELS = ("lstm", "gated-pretrained", "gated-joint")
@@ -622,16 +624,12 @@ def run_grid(
     among those returned (``records.grid_failures`` words the error).
     """
     configs = preset_runs(PRESETS[preset], models)
-    records = []
-    for index, config in enumerate(configs, 1):
-        if verbose:
-            print(f"=== {index}/{len(configs)} {config.name}", flush=True)
-        try:
-            records.append(run(config, results_dir, verbose, stop_after_epochs))
-        except RunFailed as failed:
-            print(f"[failed] {failed}", flush=True)
-            records.append(failed.record)
-    return records
+    return walk_grid(
+        configs,
+        lambda c: run(c, results_dir, verbose, stop_after_epochs),
+        lambda c: c.name,
+        verbose,
+    )
 
 
 # --- outputs ------------------------------------------------------------------------------
@@ -1000,6 +998,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--models", nargs="*", choices=MODELS, default=(), help="restrict to some models"
     )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
+    add_jobs_option(grid)
     _add_stop_flag(grid)
 
     rep = sub.add_parser("report", help="render the table and figures from the records")
@@ -1052,6 +1051,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {failed}", file=sys.stderr)
             return 1
         print(f"{config.name}: {record['summary'] or 'unfinished'}")
+    elif args.command == "grid" and args.jobs > 1:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        status = run_jobs("thesis_repro.addition", argv, args.jobs, command_line())
+        if not args.no_report:
+            print(report(args.results, args.figures, args.preset))
+        if status:
+            return status
     elif args.command == "grid":
         records = run_grid(
             args.preset, args.results, tuple(args.models), args.verbose, args.stop_after_epochs

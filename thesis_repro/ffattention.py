@@ -46,12 +46,14 @@ from thesis_repro.records import (
     RESULTS_DIR,
     RunFailed,
     RunRecord,
+    command_line,
     failed_note,
     grid_failures,
     load_records,
     produced_by,
     split_failed,
 )
+from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
 
 EXPERIMENT = "ffattention"
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
@@ -418,16 +420,12 @@ def run_grid(
     configs = [
         c for c in preset_runs(PRESETS[preset]) if not experiments or c.experiment in experiments
     ]
-    records = []
-    for index, config in enumerate(configs, 1):
-        if verbose:
-            print(f"=== {index}/{len(configs)} {config.experiment}: {config.name}", flush=True)
-        try:
-            records.append(run(config, results_dir, verbose))
-        except RunFailed as failed:
-            print(f"[failed] {failed}", flush=True)
-            records.append(failed.record)
-    return records
+    return walk_grid(
+        configs,
+        lambda c: run(c, results_dir, verbose),
+        lambda c: f"{c.experiment}: {c.name}",
+        verbose,
+    )
 
 
 # --- outputs ------------------------------------------------------------------------------
@@ -665,6 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="restrict to some experiments",
     )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
+    add_jobs_option(grid)
 
     sub.add_parser("report", help="render the table and figure from the records")
     return parser
@@ -697,6 +696,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {failed}", file=sys.stderr)
             return 1
         print(f"{config.name}: {record['summary']}")
+    elif args.command == "grid" and args.jobs > 1:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        status = run_jobs("thesis_repro.ffattention", argv, args.jobs, command_line())
+        if not args.no_report:
+            print(report(args.results, args.figures))
+        if status:
+            return status
     elif args.command == "grid":
         records = run_grid(args.preset, args.results, tuple(args.only), verbose)
         if not args.no_report:

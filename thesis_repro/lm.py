@@ -85,6 +85,7 @@ import numpy as np
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
 from thesis_repro.records import (
     RESULTS_DIR,
+    RunBusy,
     RunFailed,
     RunRecord,
     command_line,
@@ -92,7 +93,7 @@ from thesis_repro.records import (
     load_record,
     write_json_atomic,
 )
-from thesis_repro.runner import RunBusy, run_jobs
+from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
 
 EXPERIMENT = "lm"
 FIRST_TARGET = 9  # first scored position of each part: the 10-gram's (and 5-gram + 5's) context
@@ -1067,18 +1068,12 @@ def run_grid(
     configs = table_runs(table, source, preset, seeds, **overrides)
     if eval_prefixes is None:
         eval_prefixes = table_eval_prefixes(table)
-    records = []
-    for index, config in enumerate(configs, 1):
-        if verbose:
-            print(f"=== {index}/{len(configs)} table {table}: {config.name}", flush=True)
-        try:
-            records.append(
-                run(config, source, results_dir, verbose, jit_compile, (), eval_prefixes)
-            )
-        except RunFailed as failed:
-            print(f"[failed] {failed}", flush=True)
-            records.append(failed.record)
-    return records
+    return walk_grid(
+        configs,
+        lambda c: run(c, source, results_dir, verbose, jit_compile, (), eval_prefixes),
+        lambda c: f"table {table}: {c.name}",
+        verbose,
+    )
 
 
 def show_attention(
@@ -1171,18 +1166,6 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         default=1,
         help="Keras progress: 1 = live bar with the loss (default), 2 = a line per epoch, "
         "0 = silent",
-    )
-
-
-def _add_jobs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=1,
-        metavar="N",
-        help="train N runs of the grid at once, in N processes sharing the device (a GPU: "
-        "one run leaves it mostly idle); each run is claimed by a lock file, so a second "
-        "grid command on the same results never trains the same run (default: 1)",
     )
 
 
@@ -1304,7 +1287,7 @@ def grid_parser() -> argparse.ArgumentParser:
         help="directory for figure PDFs (default: %(default)s)",
     )
     parser.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
-    _add_jobs(parser)
+    add_jobs_option(parser)
     _add_eval_prefix(parser, "override the table's eval prefixes: score the test part")
     _add_common(parser, grid=True)
     return parser
@@ -1498,28 +1481,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(report(args.results, args.figures))
             print(f"done in {time.time() - started:.0f} s")
             return 0
-        records = []
-        for index, config in enumerate(configs, 1):
-            if command == "grid" and args.verbose:
-                print(f"=== {index}/{len(configs)} table {args.table}: {config.name}", flush=True)
-            evals = eval_prefixes if command == "train" or args.eval_prefix else None
-            if evals is None:
-                evals = table_eval_prefixes(args.table)
+        evals = eval_prefixes if command == "train" or args.eval_prefix else None
+        if evals is None:
+            evals = table_eval_prefixes(args.table)
+        if command == "train":
             try:
-                record = run(config, source, args.results, args.verbose, args.jit, (), evals)
+                record = run(configs[0], source, args.results, args.verbose, args.jit, (), evals)
             except RunBusy as busy:
-                if command == "train":
-                    raise LMError(str(busy)) from None
-                print(f"[busy] {busy}: left to it", flush=True)
-                continue
-            except RunFailed as failed:
-                if command == "train":
-                    raise
-                print(f"[failed] {failed}", flush=True)
-                record = failed.record
-            records.append(record)
-            if command == "train":
-                print(f"{config.name}: {json.dumps(record['summary'])}")
+                raise LMError(str(busy)) from None
+            print(f"{configs[0].name}: {json.dumps(record['summary'])}")
+            records = [record]
+        else:
+            records = walk_grid(
+                configs,
+                lambda c: run(c, source, args.results, args.verbose, args.jit, (), evals),
+                lambda c: f"table {args.table}: {c.name}",
+                args.verbose,
+            )
         if command == "grid" and not args.no_report:
             print(report(args.results, args.figures))
         failures = grid_failures(records)

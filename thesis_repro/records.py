@@ -16,9 +16,11 @@ record to run it again. Tables and figures leave failed runs out and name them
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import platform
+import socket
 import sys
 import tempfile
 import time
@@ -26,9 +28,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from thesis_repro.runner import COMMAND_ENV, claim, release
-
 RESULTS_DIR = Path(os.environ.get("THESIS_REPRO_RESULTS", "results"))
+#: Set for the workers of ``--jobs``: the command the user typed (what their records store).
+COMMAND_ENV = "THESIS_REPRO_COMMAND"
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
@@ -125,6 +127,72 @@ def command_line() -> str:
     return " ".join(argv)
 
 
+# --- one process per run: a lock file beside the record ------------------------------------
+
+
+class RunBusy(RuntimeError):
+    """Another live process holds the run."""
+
+
+def lock_path(record_path: str | os.PathLike) -> Path:
+    record_path = Path(record_path)
+    return record_path.with_name(record_path.name + ".lock")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def claim(record_path: str | os.PathLike) -> Path:
+    """Take the lock of the run recorded at ``record_path`` (re-entrant within a process).
+
+    Raises :class:`RunBusy` while another live process holds it. The lock is released by
+    :func:`release` or when this process exits.
+    """
+    lock = lock_path(record_path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    host, me = socket.gethostname(), f"{socket.gethostname()} {os.getpid()}"
+    for _ in range(3):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                owner = lock.read_text().strip()
+            except FileNotFoundError:
+                continue  # released between our open and read: try again
+            if owner == me:
+                return lock
+            owner_host, _, pid = owner.partition(" ")
+            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
+                lock.unlink(missing_ok=True)  # stale: its process is gone
+                continue
+            raise RunBusy(
+                f"{Path(record_path).name} is being run by process {pid or '?'} on "
+                f"{owner_host or '?'} (if no such process runs, delete {lock})"
+            ) from None
+        with os.fdopen(fd, "w") as handle:
+            handle.write(me)
+        atexit.register(release, record_path)
+        return lock
+    raise RunBusy(f"could not take {lock}: it keeps changing hands")
+
+
+def release(record_path: str | os.PathLike) -> None:
+    """Drop this process's lock of the run at ``record_path`` (no-op if it is not ours)."""
+    lock = lock_path(record_path)
+    try:
+        if lock.read_text().strip() == f"{socket.gethostname()} {os.getpid()}":
+            lock.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+
+
 class RunFailed(RuntimeError):
     """A run whose loss became NaN or infinite, now or before; ``record``: its record (with
     ``path``, as ``load_records`` gives it)."""
@@ -152,7 +220,7 @@ class RunRecord:
         return self.data.get("failed") or None
 
     def start(self, command: str | None = None) -> RunRecord:
-        """Claim the run (:func:`thesis_repro.runner.claim`: raises ``RunBusy`` while another
+        """Claim the run (:func:`claim`: raises ``RunBusy`` while another
         process trains it) and open its record, keeping the epochs of an interrupted run with
         the same config. A run that failed before raises :class:`RunFailed` (never retrained)."""
         claim(self.path)

@@ -1,9 +1,7 @@
-"""Running a grid: one claim per run, and ``--jobs N`` runs of one grid at once.
+"""Running a grid: every run in order, and ``--jobs N`` runs of one grid at once.
 
-A run is claimed by its lock file ``<record>.json.lock`` (created atomically, holding
-``host pid``) before it trains, so two processes never train the same run: the second sees
-:class:`RunBusy` and moves on to the next run of its grid. A lock whose process is gone (same
-host) is stale and taken over; a lock of another host must be deleted by hand.
+A run is claimed by its lock file (``records.claim``) before it trains, so two processes never
+train the same run: the second sees ``RunBusy`` and moves on to the next run of its grid.
 
 ``--jobs N`` starts N copies of the same grid command (``--jobs 1``), each walking the grid in
 order and taking the runs nobody holds. On a GPU, N processes share the device: JAX is told to
@@ -12,79 +10,66 @@ take 1/N of its memory each and TensorFlow to grow its memory on demand.
 
 from __future__ import annotations
 
-import atexit
+import argparse
 import os
-import socket
 import subprocess
 import sys
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
-#: Set for the workers of ``--jobs``: the command the user typed (what their records store).
-COMMAND_ENV = "THESIS_REPRO_COMMAND"
+from thesis_repro.records import COMMAND_ENV, RunBusy, RunFailed
 
-
-class RunBusy(RuntimeError):
-    """Another live process holds the run."""
+Config = TypeVar("Config")
 
 
-def lock_path(record_path: str | os.PathLike) -> Path:
-    record_path = Path(record_path)
-    return record_path.with_name(record_path.name + ".lock")
+def walk_grid(
+    configs: Sequence[Config],
+    run_one: Callable[[Config], dict],
+    describe: Callable[[Config], str],
+    verbose: int = 1,
+) -> list[dict]:
+    """Run every config of a grid in order and return the records of those done here.
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def claim(record_path: str | os.PathLike) -> Path:
-    """Take the lock of the run recorded at ``record_path`` (re-entrant within a process).
-
-    Raises :class:`RunBusy` while another live process holds it. The lock is released by
-    :func:`release` or when this process exits.
+    ``run_one`` skips a finished run and resumes an interrupted one (each experiment's ``run``);
+    a run that another process holds (``RunBusy``) is left to it; a failed run (``RunFailed``)
+    is reported in one line, its record returned, and the grid goes on
+    (``records.grid_failures`` words the error).
     """
-    lock = lock_path(record_path)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    host, me = socket.gethostname(), f"{socket.gethostname()} {os.getpid()}"
-    for _ in range(3):
+    records = []
+    for index, config in enumerate(configs, 1):
+        if verbose:
+            print(f"=== {index}/{len(configs)} {describe(config)}", flush=True)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            try:
-                owner = lock.read_text().strip()
-            except FileNotFoundError:
-                continue  # released between our open and read: try again
-            if owner == me:
-                return lock
-            owner_host, _, pid = owner.partition(" ")
-            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
-                lock.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            raise RunBusy(
-                f"{Path(record_path).name} is being run by process {pid or '?'} on "
-                f"{owner_host or '?'} (if no such process runs, delete {lock})"
-            ) from None
-        with os.fdopen(fd, "w") as handle:
-            handle.write(me)
-        atexit.register(release, record_path)
-        return lock
-    raise RunBusy(f"could not take {lock}: it keeps changing hands")
+            records.append(run_one(config))
+        except RunBusy as busy:
+            print(f"[busy] {busy}: left to it", flush=True)
+        except RunFailed as failed:
+            print(f"[failed] {failed}", flush=True)
+            records.append(failed.record)
+    return records
 
 
-def release(record_path: str | os.PathLike) -> None:
-    """Drop this process's lock of the run at ``record_path`` (no-op if it is not ours)."""
-    lock = lock_path(record_path)
+def add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    """``--jobs N`` of every grid command."""
+    parser.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="train N runs of the grid at once, in N processes sharing the device (a GPU: "
+        "one run leaves it mostly idle); each run is claimed by a lock file, so a second "
+        "grid command on the same results never trains the same run (default: 1)",
+    )
+
+
+def _positive(text: str) -> int:
     try:
-        if lock.read_text().strip() == f"{socket.gethostname()} {os.getpid()}":
-            lock.unlink(missing_ok=True)
-    except FileNotFoundError:
-        pass
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def without_jobs(argv: Sequence[str]) -> list[str]:
@@ -111,14 +96,15 @@ def worker_env(jobs: int, command: str) -> dict[str, str]:
 
 
 def run_jobs(module: str, argv: Sequence[str], jobs: int, command: str) -> int:
-    """Run ``python -m module *argv --jobs 1`` in ``jobs`` processes at once; their worst status.
+    """Run ``python -m module *argv --jobs 1 --no-report`` in ``jobs`` processes at once; return
+    their worst exit status (the caller renders the report once, after all of them).
 
     Each worker walks the whole grid and trains the runs no other worker holds (:func:`claim`),
     so the grid ends when every worker has found nothing left to take.
     """
     if jobs < 1:
         raise ValueError(f"--jobs must be at least 1, not {jobs}")
-    cmd = [sys.executable, "-m", module, *without_jobs(argv), "--jobs", "1"]
+    cmd = [sys.executable, "-m", module, *without_jobs(argv), "--jobs", "1", "--no-report"]
     env = worker_env(jobs, command)
     workers = [subprocess.Popen(cmd, env=env) for _ in range(jobs)]
     try:

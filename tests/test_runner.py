@@ -1,0 +1,84 @@
+"""One process per run (lock files) and ``grid --jobs N`` (thesis_repro.runner)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from thesis_repro.records import RunBusy, RunFailed, RunRecord, claim, lock_path, release
+from thesis_repro.runner import walk_grid, without_jobs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_run_held_by_a_live_process_is_busy_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    record = tmp_path / "run.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        lock_path(record).write_text(f"{socket.gethostname()} {holder.pid}")
+        with pytest.raises(RunBusy, match=f"process {holder.pid}"):
+            RunRecord(record, {"a": 1}).start()
+        assert not record.exists(), "a busy run is not touched"
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder is gone (as after kill -9): its lock is stale and is taken over.
+    opened = RunRecord(record, {"a": 1}).start()
+    assert lock_path(record).read_text() == f"{socket.gethostname()} {os.getpid()}"
+    claim(record)  # re-entrant within the process
+    opened.finish(score=1.0)
+    assert not lock_path(record).exists(), "finishing releases the lock"
+
+
+def test_a_lock_of_another_host_is_never_taken_over(tmp_path):
+    record = tmp_path / "run.json"
+    lock_path(record).write_text("some-other-host 1")
+    with pytest.raises(RunBusy, match="some-other-host"):
+        claim(record)
+    release(record)  # not ours: left alone
+    assert lock_path(record).exists()
+
+
+def test_walk_grid_leaves_busy_runs_and_goes_on_after_a_failed_one(capsys):
+    def run_one(name: str) -> dict:
+        if name == "busy":
+            raise RunBusy("busy.json is being run by process 1 on elsewhere")
+        if name == "bad":
+            raise RunFailed("bad failed: loss became nan at update 3", {"config": name})
+        return {"config": name}
+
+    records = walk_grid(["a", "busy", "bad", "b"], run_one, str)
+    assert [r["config"] for r in records] == ["a", "bad", "b"]
+    out = capsys.readouterr().out
+    assert "=== 4/4 b" in out and "[busy] busy.json" in out and "[failed] bad failed" in out
+
+
+def test_without_jobs_removes_both_spellings():
+    argv = ["grid", "--jobs", "4", "--preset", "smoke", "--jobs=2", "--seeds", "0"]
+    assert without_jobs(argv) == ["grid", "--preset", "smoke", "--seeds", "0"]
+
+
+def test_lm_grid_with_two_jobs_trains_every_run_once(tmp_path):
+    results = tmp_path / "results"
+    command = [
+        sys.executable, "-m", "thesis_repro.lm", "grid", "--table", "ptb", "--preset", "smoke",
+        "--corpus-name", "synthetic", "--results", str(results), "--figures",
+        str(tmp_path / "figures"), "--verbose", "2", "--jobs", "2",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = [json.loads(p.read_text()) for p in sorted(results.rglob("*.json"))]
+    assert len(records) == 4  # 2 models x 2 seeds of the smoke preset
+    for record in records:
+        assert record["finished"] and len(record["epochs"]) == record["config"]["epochs"]
+        assert "--jobs 2" in record["command"], "records keep the command the user typed"
+    started = [line for line in done.stdout.splitlines() if line.startswith("[run]")]
+    assert len(started) == 4, "each run is trained by exactly one worker"
+    assert not list(results.rglob("*.lock")), "every lock is released"
+    assert "### PTB" in done.stdout, "the parent renders the report once, at the end"
