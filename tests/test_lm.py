@@ -605,3 +605,20 @@ def test_table_pairs_each_model_with_the_n_grams_by_seed() -> None:
     assert rows["10-gram"][5:7] == ["-1.50 ± 0.71", "–"]
     assert rows["5-gram + 5"][5:7] == ["-3.50 ± 0.71", "-2.00 ± 0.00"]
     assert rows["5-gram + 2"][5:7] == ["–", "–"]  # no runs
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16"])
+def test_mixed_precision_smoke_run_stays_within_two_percent_of_float32(tmp_path, policy):
+    """Mixed precision (bfloat16 compute, float32 weights and loss) changes rounding only: the
+    same smoke run's test perplexity stays within 2% of float32's, and the run is its own
+    record with the policy in its config, name and hardware entry."""
+    source = lm.resolve_corpus(None, "synthetic", None)
+    scores = {}
+    for dtype_policy in ("float32", policy):
+        config = lm.make_config(source, "smoke", "runs", 5, 5, dtype_policy=dtype_policy)
+        record = lm.run(config, source, tmp_path, verbose=0)
+        scores[dtype_policy] = record["summary"]["test_perplexity"]
+        assert record["hardware"]["dtype_policy"] == dtype_policy
+    assert config.name.endswith(f"-{policy}-seed0") and config.as_dict()["dtype_policy"] == policy
+    assert abs(scores[policy] / scores["float32"] - 1) < 0.02, scores
+    assert len(list((tmp_path / "lm" / "synthetic" / "runs").glob("*.json"))) == 2

@@ -374,6 +374,7 @@ class RunConfig:
     weight_decay: float = 1e-5
     min_prefix: int = 0
     position_aware: str = "none"
+    dtype_policy: str = "float32"
 
     def as_dict(self) -> dict[str, Any]:
         """The config as stored in records: ``asdict`` without later fields at their defaults."""
@@ -396,10 +397,18 @@ class RunConfig:
             model = f"{self.order}gram+{self.min_prefix}-{self.prefix}"
         if self.position_aware != "none":
             model += "-pos" + {"bias": "bias", "embedding": "emb"}[self.position_aware]
-        return f"{self.preset}-{model}-{self.variant}-seed{self.seed}"
+        precision = "" if self.dtype_policy == "float32" else f"-{self.dtype_policy}"
+        return f"{self.preset}-{model}-{self.variant}{precision}-seed{self.seed}"
 
 
-_LATER_FIELDS: dict[str, Any] = {"min_prefix": 0, "position_aware": "none"}
+_LATER_FIELDS: dict[str, Any] = {
+    "min_prefix": 0,
+    "position_aware": "none",
+    "dtype_policy": "float32",
+}
+#: Keras dtype policies a run may use (``--dtype-policy``): float32 everywhere, or mixed
+#: precision (bfloat16 / float16 compute, float32 weights; the loss and softmax stay float32).
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def model_label(
@@ -650,22 +659,29 @@ def eval_prefix_scores(
 
 
 def build_model(config: RunConfig, vocab_size: int, jit_compile: bool = True) -> Any:
-    """The compiled model of a run: thesis 2.2 network, SGD of thesis 3.2.2."""
+    """The compiled model of a run: thesis 2.2 network, SGD of thesis 3.2.2; its layers use
+    ``config.dtype_policy`` (Keras computes the loss in float32 whatever the logits' dtype, and
+    wraps the optimizer in loss scaling for ``mixed_float16``)."""
     import keras
 
     from thesis_repro.language_models import language_model
     from thesis_repro.training import inverse_time_schedule
 
     variant = VARIANTS[config.variant]
-    model = language_model(
-        vocab_size,
-        config.order,
-        config.prefix,
-        config.embedding_dim,
-        config.hidden,
-        config.weight_decay,
-        position_aware=config.position_aware,
-    )
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(config.dtype_policy)  # the layers take it when built
+    try:
+        model = language_model(
+            vocab_size,
+            config.order,
+            config.prefix,
+            config.embedding_dim,
+            config.hidden,
+            config.weight_decay,
+            position_aware=config.position_aware,
+        )
+    finally:
+        keras.config.set_dtype_policy(previous)
     model.compile(
         optimizer=keras.optimizers.SGD(
             inverse_time_schedule(variant.eps0, variant.decay), momentum=variant.momentum
@@ -790,6 +806,7 @@ def run(
         record.start()
     except ValueError as e:
         raise LMError(str(e)) from None
+    record.data["hardware"]["dtype_policy"] = config.dtype_policy  # the model's, not the global
     if record.finished:
         if _missing_evals(record.data, eval_prefixes):
             return evaluate_run(record.path, source, eval_prefixes, verbose, jit_compile)
@@ -1154,6 +1171,13 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         help="directory for JSON records and checkpoints (default: %(default)s)",
     )
     parser.add_argument(
+        "--dtype-policy",
+        choices=DTYPE_POLICIES,
+        help="Keras dtype policy: float32 (default, every published result) or mixed "
+        "precision, mixed_bfloat16 (GPUs/TPUs with bfloat16) or mixed_float16; part of the "
+        "run's identity (its own record, name suffix)",
+    )
+    parser.add_argument(
         "--jit",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -1408,6 +1432,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         "min_count": args.min_count,
         "batch_size": args.batch_size,
         "first_target": args.first_target,
+        "dtype_policy": args.dtype_policy,
     }
 
 

@@ -57,6 +57,12 @@ def _model_key(config: dict) -> ModelKey:
     )
 
 
+def _precision(config: dict) -> str:
+    """`` (dtype policy mixed_bfloat16)`` for a mixed-precision group; nothing for float32."""
+    policy = config.get("dtype_policy", "float32")
+    return "" if policy == "float32" else f" (dtype policy {policy})"
+
+
 def _groups(records: list[dict]) -> dict[str, list[dict]]:
     """Records of one table split by everything but model and seed (preset, overrides)."""
     groups: dict[str, list[dict]] = {}
@@ -96,7 +102,7 @@ def render_table(records: list[dict]) -> str:
             "",
             f"Corpus `{config['corpus']}` (max_words {config['max_words']:,}, min_count "
             f"{config['min_count']}, V = {', '.join(f'{v:,}' for v in sorted(vocab)) or '?'}), "
-            f"preset `{config['preset']}`: {config['epochs']} epochs, batch "
+            f"preset `{config['preset']}`{_precision(config)}: {config['epochs']} epochs, batch "
             f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
             f"momentum {variant.momentum:g}, weight decay {config['weight_decay']:g}·||W||² on "
             f"W_mh, W_hl; targets from position {config['first_target']}. Std: sample std "
@@ -316,7 +322,7 @@ def render_future_table(table: str, records: list[dict]) -> str:
             "",
             f"Corpus `{config['corpus']}` (max_words {config['max_words']:,}, min_count "
             f"{config['min_count']}, V = {', '.join(f'{v:,}' for v in sorted(vocab)) or '?'}), "
-            f"preset `{config['preset']}`: {config['epochs']} epochs, batch "
+            f"preset `{config['preset']}`{_precision(config)}: {config['epochs']} epochs, batch "
             f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
             f"momentum {variant.momentum:g}; targets from position {config['first_target']}. "
             "Test perplexity, mean ± sample std (ddof 1) over instances (seeds), each model "
