@@ -7,6 +7,7 @@ dependencies of the project, so neither may be skipped.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,3 +31,40 @@ def test_layers_and_smoke_reproduce_pass_under_the_other_backend():
     assert done.returncode == 0, output
     assert f"keras backend: {OTHER}" in done.stdout, output
     assert "skipped" not in done.stdout.splitlines()[-1], output
+
+
+DATA_PARALLEL = """
+import json, sys
+from pathlib import Path
+from thesis_repro import lm
+from thesis_repro.training import use_data_parallel
+
+source = lm.resolve_corpus(None, "synthetic", None)
+config = lm.make_config(source, "smoke", "runs", 5, 5, epochs=1)
+one = lm.run(config, source, Path(sys.argv[1]) / "one", verbose=0)
+devices = use_data_parallel()
+two = lm.run(config, source, Path(sys.argv[1]) / "two", verbose=0)
+print(json.dumps({"devices": devices, "records": [one, two]}))
+"""
+
+
+def test_data_parallel_lm_run_matches_one_device(tmp_path):
+    """``--data-parallel`` (Keras ``DataParallel`` over 2 virtual CPU devices under JAX) gives
+    the single-device run's losses and perplexities within float rounding."""
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+    }
+    command = [sys.executable, "-c", DATA_PARALLEL, str(tmp_path)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    one, two = out["records"]
+    assert out["devices"] == 2 and two["hardware"]["devices"] == 2
+    assert "devices" not in one["hardware"]
+    for a, b in zip(one["epochs"], two["epochs"], strict=True):
+        assert abs(a["train_loss"] - b["train_loss"]) < 1e-4
+        assert abs(a["valid_perplexity"] / b["valid_perplexity"] - 1) < 1e-4
+    test = one["summary"]["test_perplexity"], two["summary"]["test_perplexity"]
+    assert abs(test[0] / test[1] - 1) < 1e-4, test

@@ -792,6 +792,7 @@ def run(
     from thesis_repro.training import (
         EpochCheckpoint,
         FailOnNonFiniteLoss,
+        distribution_summary,
         raise_if_failed,
         remove_checkpoints,
         resume,
@@ -825,6 +826,7 @@ def run(
     if jit_compile is None:
         jit_compile = PRESETS[config.preset].jit_compile
     record.data["jit_compile"] = jit_compile
+    record.data["hardware"].update(distribution_summary())
     set_seed(config.seed)
     model, done = resume(record, lambda: build_model(config, corpus.vocab_size, jit_compile))
     model.jit_compile = jit_compile  # a resumed model may come from a run with the other setting
@@ -1171,6 +1173,13 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         help="directory for JSON records and checkpoints (default: %(default)s)",
     )
     parser.add_argument(
+        "--data-parallel",
+        action="store_true",
+        help="train each run data-parallel over all local devices (Keras distribution API; "
+        "KERAS_BACKEND=jax only); the batch is split across them, the results stay the same "
+        "within float rounding",
+    )
+    parser.add_argument(
         "--dtype-policy",
         choices=DTYPE_POLICIES,
         help="Keras dtype policy: float32 (default, every published result) or mixed "
@@ -1473,6 +1482,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {path}")
             return 0
         eval_prefixes = [parse_eval_prefix(e) for e in args.eval_prefix or ()]
+        if args.data_parallel:
+            if command == "grid" and args.jobs > 1:
+                raise LMError("--data-parallel spreads one run over every device: not with --jobs")
+            from thesis_repro.training import use_data_parallel
+
+            try:
+                devices = use_data_parallel()
+            except ValueError as e:
+                raise LMError(str(e)) from None
+            print(f"data-parallel over {devices} devices", flush=True)
         default_name = table_corpus_name(args.table) if command == "grid" else None
         source = resolve_corpus(
             args.corpus, args.corpus_name or default_name, os.environ.get(DATA_ENV)

@@ -177,3 +177,28 @@ def remove_checkpoints(record: RunRecord) -> None:
     folder = checkpoint_path(record, 0).parent
     for path in folder.glob(f"{record.path.stem}-epoch*.keras"):
         path.unlink(missing_ok=True)
+
+
+def use_data_parallel() -> int:
+    """Train every model built from now on data-parallel over all local devices (Keras 3
+    distribution API, ``keras.distribution.DataParallel``: weights replicated, each batch split
+    along its first axis); returns the number of devices. JAX backend only (Keras's
+    distribution API); on a CPU, ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` gives N
+    virtual devices."""
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            f"--data-parallel needs KERAS_BACKEND=jax (Keras's distribution API); this process "
+            f"runs {keras.backend.backend()}"
+        )
+    devices = keras.distribution.list_devices()
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    return len(devices)
+
+
+def distribution_summary() -> dict[str, Any]:
+    """What a record stores of the active distribution: ``{}`` on one device, else its kind
+    and device count."""
+    active = keras.distribution.distribution()
+    if active is None:
+        return {}
+    return {"distribution": type(active).__name__, "devices": len(active.device_mesh.devices.flat)}
