@@ -291,3 +291,39 @@ def test_cli_error_in_a_process() -> None:
     errors = [line for line in bad.stderr.splitlines() if line.startswith("error")]
     assert errors == [bad.stderr.strip().splitlines()[-1]]
     assert errors[0].startswith("error: --order must lie in 1..10")
+
+
+# ----------------------------------------------------------------------------------------------
+# Table rows
+# ----------------------------------------------------------------------------------------------
+
+
+def kn_record(order: int, test: float, **config: object) -> dict:
+    settings = {"corpus": "ptb", "max_words": 2_000_000, "min_count": 1}
+    settings |= {"tokenizer": "whitespace", "first_target": 9, **config}
+    return {
+        "config": {**settings, "order": order, "model": f"KN{order}"},
+        "command": "python -m thesis_repro.kneser_ney --table ptb --preset cpu",
+        "finished": True,
+        "summary": {
+            "test_perplexity": test,
+            "valid_perplexity": test + 6,
+            "sentence_bounded": {"test_perplexity": test + 0.1},
+        },
+    }
+
+
+def test_table_rows_match_the_corpus_settings_and_stay_out_of_the_pairs() -> None:
+    neural = {"corpus": "ptb", "max_words": 2_000_000, "min_count": 1, "tokenizer": "whitespace"}
+    neural |= {"first_target": 9, "order": 5, "prefix": 0, "seed": 0, "preset": "paper"}
+    records = [kn_record(5, 141.07), kn_record(3, 148.38), kn_record(5, 90.0, max_words=6000)]
+    found = kn.matching(neural, records)
+    assert [b["config"]["order"] for b in found] == [3, 5]  # by order; other sizes left out
+    rows = kn.table_rows(found, base_mean=200.0)
+    kn5 = "| KN5 (count-based) | 141.07 | 1 (no seeds) | 147.07 | 0.705 | – | – | – | – |"
+    assert rows[1] == kn5
+    assert all(row.count("|") == 10 for row in rows)  # the nine columns of the LM tables
+    note = kn.table_note(found)
+    assert "KN3 148.48, KN5 141.17 (Mikolov 2012, Table 4.1: KN3 148.3, KN5 141.2)" in note
+    assert note.endswith("`python -m thesis_repro.kneser_ney --table ptb --preset cpu`")
+    assert kn.table_note([]) == ""

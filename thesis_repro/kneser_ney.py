@@ -71,7 +71,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,10 @@ PAD = -1  # "no word": an n-gram through it does not exist (stream start, senten
 ORDERS = (3, 5)
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # KenLM's --discount_fallback
 METHOD = "interpolated modified Kneser-Ney (Chen & Goodman 1998), no cut-offs"
+#: Published KN test perplexities, sentence-bounded (Mikolov 2012, Table 4.1; PTB, SRILM).
+LITERATURE: dict[str, dict[int, float]] = {"ptb": {3: 148.3, 5: 141.2}}
+#: What a KN record shares with the neural runs whose table rows it joins.
+SHARED_SETTINGS = ("corpus", "max_words", "min_count", "tokenizer", "first_target")
 
 
 class KNError(ValueError):
@@ -462,6 +466,66 @@ def run_baseline(
     }
     write_json_atomic(path, record)
     return record
+
+
+# --- table rows (rendered into the LM tables by ``lm_tables.render_table``) -------------------
+
+
+def matching(config: Mapping[str, Any], baselines: Sequence[dict[str, Any]]) -> list[dict]:
+    """The KN records prepared like the neural run ``config`` (``SHARED_SETTINGS``), by order."""
+    found = [
+        b for b in baselines if all(b["config"].get(k) == config.get(k) for k in SHARED_SETTINGS)
+    ]
+    return sorted(found, key=lambda b: b["config"]["order"])
+
+
+def table_rows(baselines: Sequence[dict[str, Any]], base_mean: float | None) -> list[str]:
+    """Rows "KN3 (count-based)", ... of an LM table (its nine columns): test and valid
+    perplexity, ratio to the neural 5-gram's mean; no seeds, so no std and no paired columns."""
+    rows = []
+    for b in baselines:
+        s = b["summary"]
+        ratio = f"{s['test_perplexity'] / base_mean:.3f}" if base_mean else "–"
+        rows.append(
+            f"| KN{b['config']['order']} (count-based) | {s['test_perplexity']:.2f} | "
+            f"1 (no seeds) | {s['valid_perplexity']:.2f} | {ratio} | – | – | – | – |"
+        )
+    return rows
+
+
+def table_note(baselines: Sequence[dict[str, Any]]) -> str:
+    """The paragraph under an LM table that says what its KN rows are."""
+    if not baselines:
+        return ""
+    orders = [b["config"]["order"] for b in baselines]
+    names = ", ".join(f"KN{n}" for n in orders)
+    corpus = baselines[0]["config"]["corpus"]
+    standard = [b["summary"].get("sentence_bounded") for b in baselines]
+    text = (
+        f"{names}: count-based baselines, not neural models: interpolated modified Kneser-Ney "
+        f"(Chen & Goodman 1998) of orders {', '.join(map(str, orders))}, estimated on the same "
+        "training part and scored on the same targets (running windows across `<eos>`, from "
+        f"position {baselines[0]['config']['first_target']}); deterministic, so no std, and "
+        "left out of the paired columns."
+    )
+    if all(standard):
+        text += (
+            " Under the standard sentence-bounded convention (`<s> … </s>`, every token scored), "
+            "test: "
+            + ", ".join(
+                f"KN{n} {s['test_perplexity']:.2f}" for n, s in zip(orders, standard, strict=True)
+            )
+        )
+        published = LITERATURE.get(corpus, {})
+        if any(n in published for n in orders):
+            text += (
+                " (Mikolov 2012, Table 4.1: "
+                + ", ".join(f"KN{n} {published[n]}" for n in orders if n in published)
+                + ")"
+            )
+        text += "."
+    commands = sorted({b.get("command", "?") for b in baselines})
+    return text + " Produced by: " + "; ".join(f"`{c}`" for c in commands)
 
 
 # --- command line -----------------------------------------------------------------------------
