@@ -280,6 +280,7 @@ def test_cli_errors_one_line_no_files(
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow  # a fresh process imports Keras: ~10 s on a loaded 2-core machine
 def test_cli_error_in_a_process() -> None:
     bad = subprocess.run(
         [sys.executable, "-m", "thesis_repro.kneser_ney", "--order", "0"],
