@@ -570,13 +570,24 @@ def test_kill_9_then_rerun_resumes(tmp_path: Path) -> None:
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    record = json.loads(next(folder.glob("*.json")).read_text())
+    path = next(folder.glob("*.json"))
+    record = json.loads(path.read_text())
     assert not record["finished"] and 1 <= len(record["epochs"]) < 3
+    assert path.with_name(path.name + ".lock").exists(), "the killed process's lock stays"
+    # What a kill in the middle of a save leaves behind: a half-written checkpoint and record.
+    leftovers = [
+        folder / "checkpoints" / f".{path.stem}-epoch9.12345.tmp.keras",
+        folder / f".{path.name}.x1y2.tmp",
+    ]
+    for leftover in leftovers:
+        leftover.write_bytes(b"")
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"resuming after epoch {len(record['epochs'])}" in result.stdout
-    record = json.loads(next(folder.glob("*.json")).read_text())
+    record = json.loads(path.read_text())
     assert record["finished"] and [e["epoch"] for e in record["epochs"]] == [1, 2, 3]
+    assert not any(leftover.exists() for leftover in leftovers), "leftovers are cleaned"
+    assert not list(tmp_path.rglob("*.lock")), "the stale lock was taken over, then released"
 
 
 def test_table_pairs_each_model_with_the_n_grams_by_seed() -> None:

@@ -82,3 +82,24 @@ def test_lm_grid_with_two_jobs_trains_every_run_once(tmp_path):
     assert len(started) == 4, "each run is trained by exactly one worker"
     assert not list(results.rglob("*.lock")), "every lock is released"
     assert "### PTB" in done.stdout, "the parent renders the report once, at the end"
+
+
+def test_leftovers_of_a_killed_process_are_removed_and_only_those(tmp_path):
+    from thesis_repro.training import checkpoint_path, remove_leftovers
+
+    record = RunRecord(tmp_path / "run.json", {"a": 1}).start()
+    record.save()
+    kept = checkpoint_path(record, 1)
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"a real checkpoint")
+    other = kept.with_name(".other-run-epoch1.99.tmp.keras")  # another run's: not ours to touch
+    leftovers = [
+        kept.with_name(".run-epoch2.12345.tmp.keras"),
+        kept.with_name(".run-epoch2.tmp.keras"),  # the name older versions used
+        tmp_path / ".run.json.abc123.tmp",
+    ]
+    for path in [other, *leftovers]:
+        path.write_bytes(b"")
+    assert sorted(remove_leftovers(record)) == sorted(leftovers)
+    assert kept.exists() and other.exists() and record.path.exists()
+    assert not any(path.exists() for path in leftovers)

@@ -67,8 +67,10 @@ def resume(record: RunRecord, build: Callable[[], keras.Model]) -> tuple[keras.M
     """The model to train and the number of epochs already done.
 
     Loads the checkpoint of the record's last logged epoch when there is one, else builds afresh
-    (an epoch logged without its checkpoint is dropped and trained again).
+    (an epoch logged without its checkpoint is dropped and trained again). Temporary files of
+    an earlier, killed process on this run are deleted first (``remove_leftovers``).
     """
+    remove_leftovers(record)
     done = record.completed_epochs()
     while done > 0:
         path = checkpoint_path(record, done)
@@ -165,11 +167,27 @@ def raise_if_failed(record: RunRecord) -> None:
 
 
 def save_model_atomic(model: keras.Model, path: Path) -> None:
-    """``model.save`` to a temporary name, then rename: a kill never leaves a broken file."""
+    """``model.save`` to a temporary name of this process, then rename: a kill never leaves a
+    broken file, and two processes never write the same temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.keras")
-    model.save(tmp)
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.keras")
+    try:
+        model.save(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def remove_leftovers(record: RunRecord) -> list[Path]:
+    """Delete the temporary files a killed process left beside ``record``'s run (half-written
+    checkpoints, record drafts); call only while holding the run's lock. Returns them."""
+    folder = checkpoint_path(record, 0).parent
+    stem = record.path.stem
+    leftovers = [*folder.glob(f".{stem}-epoch*.tmp.keras"), *folder.glob(f".{stem}.*.tmp.keras")]
+    leftovers += record.path.parent.glob(f".{record.path.name}.*.tmp")
+    for path in leftovers:
+        path.unlink(missing_ok=True)
+    return leftovers
 
 
 def remove_checkpoints(record: RunRecord) -> None:
