@@ -38,7 +38,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from thesis_repro.records import RESULTS_DIR, RunFailed, grid_failures
+from thesis_repro.cli import Parser
+from thesis_repro.records import (
+    RESULTS_DIR,
+    CorruptRecord,
+    RunConflict,
+    RunFailed,
+    grid_failures,
+)
 from thesis_repro.report import write_report
 
 PRESETS = ("smoke", "cpu", "paper")
@@ -161,7 +168,7 @@ def reproduce(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m thesis_repro",
         description="Reproduce every experiment of the thesis and of Raffel & Ellis, or "
         "regenerate REPORT.md, the README's results blocks and figures/*.pdf from the records.",
@@ -232,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             args.verbose,
             log=lambda line: print(line, flush=True),
         )
-    except bad_input as error:
+    except (*bad_input, CorruptRecord, RunConflict) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except RunFailed as failed:

@@ -57,10 +57,19 @@ from typing import Any
 import numpy as np
 
 from thesis_repro import tasks
-from thesis_repro.cli import FIGURES_DIR, experiment_parser
+from thesis_repro.cli import (
+    FIGURES_DIR,
+    experiment_parser,
+    int_at_least,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
     RESULTS_DIR,
+    CorruptRecord,
+    RunConflict,
     RunFailed,
     RunRecord,
     command_line,
@@ -70,6 +79,7 @@ from thesis_repro.records import (
     load_records,
     produced_by,
     split_failed,
+    warn_corrupt,
 )
 from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
 
@@ -89,6 +99,7 @@ EVAL_SEED = 2016  # generalisation sets: the same sequences for every run
 GATE_SEED = 3101  # sequences of the gate analysis
 PRETRAIN_STREAM = 1_000_003  # offset of the pretraining data stream's seed
 EVAL_STEPS_PER_BATCH = 300_000  # batch * length of one prediction batch (memory bound)
+MIN_LENGTH = 2  # shortest sequence of the task: one marker in each half (tasks.thesis_addition)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,18 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        counts = ("steps", "steps_per_epoch", "batch_size", "pretrain_steps", "eval_size")
+        for field in (*counts, "gate_size", "units", "hidden"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
+        if not self.learning_rate > 0 or not self.pretrain_learning_rate > 0:
+            raise ValueError("learning rates must be above 0")
+        if min(self.min_length, *self.eval_lengths) < MIN_LENGTH:
+            raise ValueError(f"sequence lengths must be at least {MIN_LENGTH}")
+        if self.max_length < self.min_length:
+            raise ValueError(
+                f"max_length ({self.max_length}) must be at least min_length ({self.min_length})"
+            )
         if self.steps % self.steps_per_epoch:
             raise ValueError(
                 f"steps ({self.steps}) must be a multiple of steps_per_epoch "
@@ -499,7 +522,11 @@ def adopt_shorter_run(
     best: tuple[int, RunRecord, Path] | None = None
     wanted = config.as_record()
     for path in sorted(record.path.parent.glob(f"{config.model}-*.json")):
-        other = load_record(path)
+        try:
+            other = load_record(path)
+        except CorruptRecord as error:
+            warn_corrupt(error)  # another run's record: it does not stop this one
+            continue
         if other is None or path == record.path or other.get("failed"):
             continue
         steps = other["config"].get("steps", config.steps)
@@ -859,7 +886,10 @@ def render_generalisation_figure(records: list[dict], path: Path) -> Path | None
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for index, ((model, steps), group) in enumerate(groups.items()):
         lengths = sorted({int(k) for r in group for k in r["generalisation"]})
-        values = [[r["generalisation"][str(n)] for r in group] for n in lengths]
+        values = [  # runs may differ in --eval-lengths: each length's runs only
+            [r["generalisation"][str(n)] for r in group if str(n) in r["generalisation"]]
+            for n in lengths
+        ]
         means = np.array([np.mean(v) for v in values])
         low = means - np.array([min(v) for v in values])
         high = np.array([max(v) for v in values]) - means
@@ -928,53 +958,59 @@ def build_parser() -> argparse.ArgumentParser:
 
     one = sub.add_parser("run", help="train and evaluate one configuration (resumable)")
     one.add_argument("--model", choices=MODELS, default="gated-pretrained", help="which model")
-    one.add_argument("--seed", type=int, default=0, help="seed of weights and training data")
+    one.add_argument("--seed", type=seed_int, default=0, help="seed of weights and training data")
     one.add_argument(
-        "--steps", type=int, default=defaults.steps, help="training steps (default %(default)s)"
+        "--steps",
+        type=positive_int,
+        default=defaults.steps,
+        help="training steps, a multiple of --steps-per-epoch (default %(default)s)",
     )
     one.add_argument(
         "--steps-per-epoch",
-        type=int,
+        type=positive_int,
         default=defaults.steps_per_epoch,
         help="steps per logged epoch and checkpoint (default %(default)s)",
     )
     one.add_argument(
-        "--lr", type=float, default=defaults.learning_rate, help="Adam learning rate (%(default)s)"
+        "--lr",
+        type=positive_float,
+        default=defaults.learning_rate,
+        help="Adam learning rate (%(default)s)",
     )
     one.add_argument(
         "--batch-size",
-        type=int,
+        type=positive_int,
         default=defaults.batch_size,
         help="sequences per minibatch (%(default)s)",
     )
     one.add_argument(
         "--min-length",
-        type=int,
+        type=int_at_least(MIN_LENGTH),
         default=defaults.min_length,
         help="shortest training sequence (%(default)s)",
     )
     one.add_argument(
         "--max-length",
-        type=int,
+        type=int_at_least(MIN_LENGTH),
         default=defaults.max_length,
-        help="longest training sequence (%(default)s)",
+        help="longest training sequence, at least --min-length (%(default)s)",
     )
     one.add_argument(
         "--pretrain-steps",
-        type=int,
+        type=positive_int,
         default=defaults.pretrain_steps,
         help="steps of Raffel-network pretraining (gated-pretrained only; default %(default)s)",
     )
     one.add_argument(
         "--eval-lengths",
-        type=int,
+        type=int_at_least(MIN_LENGTH),
         nargs="+",
         default=list(defaults.eval_lengths),
         help="lengths of the generalisation test (default: %(default)s)",
     )
     one.add_argument(
         "--eval-size",
-        type=int,
+        type=positive_int,
         default=defaults.eval_size,
         help="fresh sequences per generalisation length (default %(default)s)",
     )
@@ -1014,7 +1050,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_stop_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stop-after-epochs",
-        type=int,
+        type=positive_int,
         default=None,
         help="train at most this many epochs per run in this call and leave the run unfinished "
         "(time slicing; rerun to continue from the checkpoint)",
@@ -1022,11 +1058,23 @@ def _add_stop_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry; bad input and a failed run (loss NaN or infinite) end with one
-    ``error: ...`` line and exit status 1."""
-    args = build_parser().parse_args(argv)
+    """Command-line entry; bad input (checked before any work), a record with other settings
+    or an unreadable record end with one ``error: ...`` line and exit status 2, a failed run
+    (loss NaN or infinite) with status 1."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     started = time.time()
     if args.command == "run":
+        if args.max_length < args.min_length:
+            parser.error(
+                f"--max-length ({args.max_length}) must be at least --min-length "
+                f"({args.min_length})"
+            )
+        if args.steps % args.steps_per_epoch:
+            parser.error(
+                f"--steps ({args.steps}) must be a multiple of --steps-per-epoch "
+                f"({args.steps_per_epoch})"
+            )
         try:
             config = RunConfig(
                 args.model,
@@ -1044,12 +1092,15 @@ def main(argv: list[str] | None = None) -> int:
                 unit_forget_bias=args.unit_forget_bias,
             )
         except ValueError as error:
-            sys.exit(f"error: {error}")
+            parser.error(str(error))
         try:
             record = run(config, args.results, args.verbose, args.stop_after_epochs)
         except RunFailed as failed:
             print(f"error: {failed}", file=sys.stderr)
             return 1
+        except (RunConflict, CorruptRecord) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         print(f"{config.name}: {record['summary'] or 'unfinished'}")
     elif args.command == "grid" and args.jobs > 1:
         argv = list(sys.argv[1:] if argv is None else argv)
@@ -1059,9 +1110,13 @@ def main(argv: list[str] | None = None) -> int:
         if status:
             return status
     elif args.command == "grid":
-        records = run_grid(
-            args.preset, args.results, tuple(args.models), args.verbose, args.stop_after_epochs
-        )
+        try:
+            records = run_grid(
+                args.preset, args.results, tuple(args.models), args.verbose, args.stop_after_epochs
+            )
+        except (RunConflict, CorruptRecord) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         if not args.no_report:
             print(report(args.results, args.figures, args.preset))
         failures = grid_failures(records)

@@ -407,13 +407,22 @@ def weight_by_distance(record: dict[str, Any], panel: int = 0) -> list[float]:
     return np.mean(np.asarray(full, dtype=float), axis=0).tolist()
 
 
+def _readable(path: Path) -> dict[str, Any] | None:
+    """The example record at ``path``; None, with a one-line warning, if it cannot be read."""
+    from thesis_repro.records import CorruptRecord, load_record, warn_corrupt
+
+    try:
+        return load_record(path)
+    except CorruptRecord as error:
+        warn_corrupt(error)
+        return None
+
+
 def summarise_examples(results_dir: Path) -> str:
     """Markdown: per example record and panel, the words attention weighs most (thesis 3.2.4)."""
-    from thesis_repro.records import load_record
-
     rows = []
     for path in sorted((Path(results_dir) / EXAMPLES_FOLDER).glob("*.json")):
-        record = load_record(path)
+        record = _readable(path)
         if record is None:
             continue
         for index, panel in enumerate(record["panels"]):
@@ -449,11 +458,9 @@ def summarise_examples(results_dir: Path) -> str:
 
 def render_examples(results_dir: Path, figures_dir: Path) -> list[Path]:
     """Redraw ``figures/attention_<name>.pdf`` from every example record (no model needed)."""
-    from thesis_repro.records import load_record
-
     paths = []
     for path in sorted((Path(results_dir) / EXAMPLES_FOLDER).glob("*.json")):
-        record = load_record(path)
+        record = _readable(path)
         if record is not None:
             paths.append(draw_example(record, Path(figures_dir) / f"attention_{path.stem}.pdf"))
     return paths

@@ -1,24 +1,77 @@
-"""The options every experiment's command line shares: where records and figures go, progress."""
+"""The options every experiment's command line shares: where records and figures go, progress.
+
+Also the one place for checking numbers on a command line: :class:`Parser` reports bad input in
+one line (``error: ...``, exit status 2) and the ``type=`` functions below reject a value before
+any work starts (nothing is trained and nothing written). Checks that involve two options (e.g.
+``--max-length`` against ``--min-length``) call ``parser.error`` right after parsing.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from thesis_repro.records import RESULTS_DIR
 
 FIGURES_DIR = Path("figures")
+#: Largest seed: Keras seeds NumPy's legacy generator, which takes 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``error: ...`` on stderr, exit status 2 (its sub-commands'
+    parsers are of the same class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=``: a whole number in ``minimum..maximum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
+        return value
+
+    parse.__name__ = f"int_at_least_{minimum}"
+    return parse
+
+
+#: ``type=`` of counts (epochs, steps, sizes, lengths): 1 or more.
+positive_int = int_at_least(1)
+#: ``type=`` of seeds: 0 .. 2**32 - 1.
+seed_int = int_at_least(0, MAX_SEED)
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type=``: a finite number above 0 (learning rates)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return value
 
 
 def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argparse.ArgumentParser:
-    """A parser with ``--results``, ``--figures`` and ``--verbose``, and the presets as epilog.
+    """A :class:`Parser` with ``--results``, ``--figures`` and ``--verbose``, and the presets as
+    epilog.
 
     ``doc`` is the experiment module's docstring (its first paragraph becomes the description);
     each preset needs a ``description``.
     """
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description=doc.split("\n\n")[0] + " Train, run a preset grid, or render outputs.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -40,10 +40,19 @@ from typing import Any
 import numpy as np
 
 from thesis_repro import tasks
-from thesis_repro.cli import FIGURES_DIR, experiment_parser
+from thesis_repro.cli import (
+    FIGURES_DIR,
+    experiment_parser,
+    int_at_least,
+    positive_float,
+    positive_int,
+    seed_int,
+)
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
     RESULTS_DIR,
+    CorruptRecord,
+    RunConflict,
     RunFailed,
     RunRecord,
     command_line,
@@ -51,6 +60,7 @@ from thesis_repro.records import (
     grid_failures,
     load_records,
     produced_by,
+    run_name,
     split_failed,
 )
 from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
@@ -60,6 +70,7 @@ LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 PAPER_T0S = (50, 100, 500, 1000, 5000, 10000)
 VARIABLE_MIN, VARIABLE_MAX = 50, 10000
 PAD_MULTIPLE = 512
+MIN_T0 = 11  # shortest Raffel addition sequence: the markers need room (tasks)
 # From this padded length on, the fused chunked implementation is faster (bench_ffattention.py).
 CHUNKED_FROM_LENGTH = 2000
 
@@ -462,10 +473,12 @@ def _paper_text(value: int | float) -> str:
 def render_table(records: list[dict]) -> str:
     """Markdown: Table 1 (ours beside the paper), the variable-length and temporal-order runs.
 
-    Failed runs are left out and named at the end.
+    Failed runs, and runs without a finished epoch, are left out and named at the end.
     """
     everything = records
     records, failed = split_failed(records)
+    untrained = [r for r in records if not r.get("epochs")]
+    records = [r for r in records if r.get("epochs")]
     table1 = [r for r in records if r["config"]["experiment"] == "table1"]
     t0s = sorted({r["config"]["t0"] for r in table1}) or list(PAPER_T0S)
     lines = [
@@ -533,6 +546,9 @@ def render_table(records: list[dict]) -> str:
             )
     if failed:
         lines += ["", failed_note(failed, " of these tables and the figure") + "."]
+    if untrained:
+        names = ", ".join(run_name(r) for r in untrained)
+        lines += ["", f"Left out, no epoch finished yet: {names}."]
     lines += ["", produced_by(everything)]
     return "\n".join(lines) + "\n"
 
@@ -544,7 +560,7 @@ def render_figure(records: list[dict], path: Path) -> Path | None:
     from matplotlib.ticker import MaxNLocator
 
     records, _ = split_failed(records)
-    table1 = [r for r in records if r["config"]["experiment"] == "table1"]
+    table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:
         return None
     task_names = [
@@ -632,9 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     one.add_argument(
         "--t0",
-        type=int,
+        type=int_at_least(MIN_T0),
         default=100,
-        help="minimum sequence length T0; lengths are uniform in [T0, 1.1 T0]",
+        help="minimum sequence length T0 (at least 11: the markers need room); lengths are "
+        "uniform in [T0, 1.1 T0]",
     )
     one.add_argument(
         "--pooling",
@@ -642,16 +659,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="attention",
         help="attention (eq. 1) or unweighted mean (eq. 2)",
     )
-    one.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    one.add_argument("--seed", type=int, default=0, help="seed of weights, data and test set")
-    one.add_argument("--max-epochs", type=int, default=100, help="epoch cap (default 100)")
+    one.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
+    one.add_argument("--seed", type=seed_int, default=0, help="seed of weights, data and test set")
+    one.add_argument("--max-epochs", type=positive_int, default=100, help="epoch cap (default 100)")
     one.add_argument(
         "--steps-per-epoch",
-        type=int,
+        type=positive_int,
         default=1000,
         help="updates per epoch (default 1000, as in the paper)",
     )
-    one.add_argument("--test-size", type=int, default=1000, help="held-out sequences")
+    one.add_argument("--test-size", type=positive_int, default=1000, help="held-out sequences")
 
     grid = sub.add_parser("grid", help="run every configuration of a preset (resumable)")
     grid.add_argument("--preset", choices=tuple(PRESETS), default="cpu")
@@ -670,15 +687,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry; a failed run (loss NaN or infinite) ends with one ``error: ...`` line
-    and exit status 1."""
-    args = build_parser().parse_args(argv)
+    """Command-line entry; bad input (checked before any work), a record with other settings
+    or an unreadable record end with one ``error: ...`` line and exit status 2, a failed run
+    (loss NaN or infinite) with status 1."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     verbose = args.verbose
     started = time.time()
     if args.command == "run":
         experiment = "temporal_order" if args.task == "temporal_order" else args.experiment
-        if args.t0 < 11:
-            sys.exit("error: --t0 must be at least 11 (the markers need room)")
+        top = int(VARIABLE_MAX / 1.1)
+        if experiment == "variable" and args.t0 > top:
+            parser.error(f"--t0 of the variable-length experiment must be at most {top}")
         config = RunConfig(
             experiment,
             args.task,
@@ -695,6 +715,9 @@ def main(argv: list[str] | None = None) -> int:
         except RunFailed as failed:
             print(f"error: {failed}", file=sys.stderr)
             return 1
+        except (RunConflict, CorruptRecord) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         print(f"{config.name}: {record['summary']}")
     elif args.command == "grid" and args.jobs > 1:
         argv = list(sys.argv[1:] if argv is None else argv)
@@ -704,7 +727,11 @@ def main(argv: list[str] | None = None) -> int:
         if status:
             return status
     elif args.command == "grid":
-        records = run_grid(args.preset, args.results, tuple(args.only), verbose)
+        try:
+            records = run_grid(args.preset, args.results, tuple(args.only), verbose)
+        except (RunConflict, CorruptRecord) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         if not args.no_report:
             print(report(args.results, args.figures))
         failures = grid_failures(records)

@@ -82,9 +82,11 @@ from typing import Any
 
 import numpy as np
 
+from thesis_repro.cli import MAX_SEED, Parser, positive_int, seed_int
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
 from thesis_repro.records import (
     RESULTS_DIR,
+    CorruptRecord,
     RunBusy,
     RunFailed,
     RunRecord,
@@ -433,6 +435,8 @@ def check_config(config: RunConfig) -> None:
         raise LMError(f"--order must be at least 2 (an n-gram sees n-1 words), got {config.order}")
     if config.prefix < 0:
         raise LMError(f"--prefix must be 0 (no attention) or more words, got {config.prefix}")
+    if config.min_prefix and config.prefix < 2:
+        raise LMError(f"--min-prefix needs --prefix 2 or more, got --prefix {config.prefix}")
     if config.min_prefix and not 1 <= config.min_prefix < config.prefix:
         raise LMError(
             f"--min-prefix must lie in 1..{config.prefix - 1} (below --prefix "
@@ -457,6 +461,8 @@ def check_config(config: RunConfig) -> None:
         if getattr(config, field) < 1:
             flag = "--" + field.replace("_", "-")
             raise LMError(f"{flag} must be at least 1, got {getattr(config, field)}")
+    if not 0 <= config.seed <= MAX_SEED:
+        raise LMError(f"--seed must lie in 0..{MAX_SEED}, got {config.seed}")
 
 
 # --- corpus ---------------------------------------------------------------------------------
@@ -1126,13 +1132,6 @@ def show_attention(
 # --- command line ---------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``error: ...``, exit status 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
 def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
     parser.add_argument(
         "--corpus",
@@ -1215,7 +1214,7 @@ def _presets_epilog() -> str:
 
 
 def train_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m thesis_repro.lm",
         description=_wrap(
             "Train one language model of thesis 3.2 (Bengio n-gram LM, or with an "
@@ -1248,7 +1247,7 @@ def train_parser() -> argparse.ArgumentParser:
         help="optimiser: thesis = SGD eps0 0.2, decay 1e-8 (Table 3.1); momentum = momentum "
         "0.85, eps0 0.15, decay 1e-5 (Table 3.2)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="instance: weights and data order")
+    parser.add_argument("--seed", type=seed_int, default=0, help="instance: weights and data order")
     parser.add_argument(
         "--min-prefix",
         type=int,
@@ -1282,7 +1281,7 @@ def _add_eval_prefix(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def grid_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m thesis_repro.lm grid",
         description=_wrap(
             "Run every model x instance of a thesis table (finished runs are skipped, "
@@ -1311,7 +1310,7 @@ def grid_parser() -> argparse.ArgumentParser:
         "Table 3.1 (future-*-ptb: of the PTB table)",
     )
     parser.add_argument(
-        "--seeds", type=int, nargs="+", help="instances to run (default: the preset's)"
+        "--seeds", type=seed_int, nargs="+", help="instances to run (default: the preset's)"
     )
     parser.add_argument(
         "--figures",
@@ -1327,7 +1326,7 @@ def grid_parser() -> argparse.ArgumentParser:
 
 
 def evaluate_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m thesis_repro.lm evaluate",
         description=_wrap(
             "Thesis 4.2: score finished attention runs on the test part with other prefixes "
@@ -1360,7 +1359,7 @@ def evaluate_parser() -> argparse.ArgumentParser:
 
 
 def show_attention_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m thesis_repro.lm show-attention",
         description=_wrap(
             "Draw the attention examples of thesis 3.2.4 for one sentence: every window a line "
@@ -1382,7 +1381,7 @@ def show_attention_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, required=True, help="figure file (.pdf, .png)")
     parser.add_argument(
         "--prefix",
-        type=int,
+        type=positive_int,
         help="prefix words to give the models (default: each model's trained prefix)",
     )
     return parser
@@ -1395,7 +1394,7 @@ def examples_parser() -> argparse.ArgumentParser:
         f"{e.name}: {', '.join(f'{p.table}/{p.model}' for p in e.panels)} on {e.corpus}"
         for e in EXAMPLES
     )
-    parser = _Parser(
+    parser = Parser(
         prog="python -m thesis_repro.lm examples",
         description=_wrap(
             "Thesis 3.2.4 (and 4.2): compute the committed attention examples from the final "
@@ -1415,7 +1414,7 @@ def examples_parser() -> argparse.ArgumentParser:
 
 
 def report_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog="python -m thesis_repro.lm report",
         description="Render results/lm/<corpus>/<table>/table.md and the figures (validation "
         "perplexity per epoch) from the JSON records.",
@@ -1469,7 +1468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(report(args.results, args.figures))
             return 0
         if command == "evaluate":
-            evaluate_all(args.results, args.eval_prefix, args.table, args.verbose, args.jit)
+            evals = [parse_eval_prefix(e) for e in args.eval_prefix]  # errors before any work
+            evaluate_all(args.results, evals, args.table, args.verbose, args.jit)
             print(report(args.results, args.figures))
             return 0
         if command == "examples":
@@ -1548,7 +1548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if failures:
             print(f"error: {failures}", file=sys.stderr)
             return 1
-    except (CorpusError, LMError) as e:
+    except (CorpusError, LMError, CorruptRecord) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RunFailed as e:

@@ -12,6 +12,11 @@ over the whole run), and the run raises :class:`RunFailed`. A failed record is f
 continued, and starting it again raises :class:`RunFailed` saying it failed before; delete the
 record to run it again. Tables and figures leave failed runs out and name them
 (:func:`split_failed`, :func:`failed_note`); a record without ``failed`` has not failed.
+
+A record that cannot be read (truncated, edited by hand) raises :class:`CorruptRecord`, whose
+one-line message names the file and says to delete it; :func:`load_records` (what tables and
+reports read) skips such a file with a one-line warning on stderr instead. A run whose record
+holds another config raises :class:`RunConflict`, naming the record and the settings that differ.
 """
 
 from __future__ import annotations
@@ -222,15 +227,18 @@ class RunRecord:
     def start(self, command: str | None = None) -> RunRecord:
         """Claim the run (:func:`claim`: raises ``RunBusy`` while another
         process trains it) and open its record, keeping the epochs of an interrupted run with
-        the same config. A run that failed before raises :class:`RunFailed` (never retrained)."""
+        the same config. A run that failed before raises :class:`RunFailed` (never retrained);
+        a record with another config, :class:`RunConflict`; an unreadable one,
+        :class:`CorruptRecord`."""
         claim(self.path)
-        existing = load_record(self.path)
+        try:
+            existing = load_record(self.path)
+        except CorruptRecord:
+            release(self.path)
+            raise
         if existing is not None and existing.get("config") != self.config:
             release(self.path)
-            raise ValueError(
-                f"{self.path} holds a run with a different config; delete it or choose "
-                "another output directory."
-            )
+            raise RunConflict(self.path, existing.get("config"), self.config)
         if existing is not None and existing.get("failed"):
             release(self.path)
             self.data = existing
@@ -291,21 +299,90 @@ class RunRecord:
         write_json_atomic(self.path, self.data)
 
 
+class CorruptRecord(ValueError):
+    """A record file that is not a JSON object (truncated, half-copied, edited by hand)."""
+
+    def __init__(self, path: str | os.PathLike, problem: str) -> None:
+        self.path = Path(path)
+        self.problem = problem
+        super().__init__(
+            f"{self.path} is not a readable record ({problem}); delete it to run that run again"
+        )
+
+
+class RunConflict(ValueError):
+    """A run whose record already holds another config (different settings, same name)."""
+
+    def __init__(self, path: str | os.PathLike, recorded: Any, wanted: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        recorded = recorded if isinstance(recorded, Mapping) else {}
+        differ = [
+            f"{key} {_short(recorded.get(key))} there, {_short(wanted.get(key))} now"
+            for key in sorted({*recorded, *wanted}, key=str)
+            if recorded.get(key) != wanted.get(key)
+        ]
+        super().__init__(
+            f"{self.path} holds this run with other settings ({'; '.join(differ)}): rerun with "
+            "the recorded settings, delete that record (and its checkpoints) to start afresh, "
+            "or pass another --results folder"
+        )
+
+
+def _short(value: Any) -> str:
+    """A config value for a one-line message (absent values read ``unset``)."""
+    text = "unset" if value is None else json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def load_record(path: str | os.PathLike) -> dict[str, Any] | None:
-    """The record at ``path``, or None if there is none."""
+    """The record at ``path``, or None if there is none.
+
+    Raises :class:`CorruptRecord` (naming the file) when it is not a JSON object.
+    """
     path = Path(path)
-    if not path.exists():
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
         return None
-    with open(path) as handle:
-        return json.load(handle)
+    except UnicodeDecodeError:
+        raise CorruptRecord(path, "not UTF-8 text") from None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno} column {error.colno}"
+        raise CorruptRecord(path, f"truncated or corrupt JSON: {error.msg}, {where}") from None
+    if not isinstance(record, dict):
+        raise CorruptRecord(path, f"a JSON {type(record).__name__}, not an object")
+    return record
+
+
+_warned: set[Path] = set()
+
+
+def warn_corrupt(error: CorruptRecord) -> None:
+    """One line on stderr (once per file and process): a report skips an unreadable record."""
+    if error.path in _warned:
+        return
+    _warned.add(error.path)
+    print(
+        f"warning: skipped {error.path}: not a readable record ({error.problem}); delete it "
+        "and rerun that run to replace it",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def load_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every record under ``directory`` (recursively), sorted by file name."""
+    """Every record under ``directory`` (recursively), sorted by file name; an unreadable file
+    is skipped with a warning (:func:`warn_corrupt`)."""
     directory = Path(directory)
     records = []
     for path in sorted(directory.rglob("*.json")):
-        record = load_record(path)
+        try:
+            record = load_record(path)
+        except CorruptRecord as error:
+            warn_corrupt(error)
+            continue
         if record is not None and "config" in record:
             record["path"] = str(path)
             records.append(record)
