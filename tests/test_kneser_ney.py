@@ -19,6 +19,7 @@ import pytest
 from thesis_repro import kneser_ney as kn
 from thesis_repro import lm
 from thesis_repro.kneser_ney import PAD
+from thesis_repro.records import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 A, B, C, D = 0, 1, 2, 3  # word ids of the tiny corpus; D never occurs in training
@@ -328,3 +329,32 @@ def test_table_rows_match_the_corpus_settings_and_stay_out_of_the_pairs() -> Non
     assert "KN3 148.48, KN5 141.17 (Mikolov 2012, Table 4.1: KN3 148.3, KN5 141.2)" in note
     assert note.endswith("`python -m thesis_repro.kneser_ney --table ptb --preset cpu`")
     assert kn.table_note([]) == ""
+
+
+def test_report_puts_kn_rows_into_the_table_of_the_same_corpus_settings(tmp_path: Path) -> None:
+    """``lm_tables.report``: the KN records of the corpus join the table whose runs were
+    prepared alike (here the smoke preset), and only that one."""
+    from thesis_repro import lm_tables
+
+    results = tmp_path / "results"
+    source = lm.CorpusSource(lm.SYNTHETIC, None)
+    for preset in ("smoke", "cpu"):
+        config = lm.make_config(source, preset, table="3.1")
+        record = {
+            "config": config.as_dict(),
+            "command": f"python -m thesis_repro.lm grid --table 3.1 --preset {preset}",
+            "finished": True,
+            "epochs": [{"epoch": 1, "valid_perplexity": 80.0}],
+            "summary": {"test_perplexity": 70.0, "final_valid_perplexity": 80.0},
+        }
+        write_json_atomic(results / "lm" / "synthetic" / "3.1" / f"{config.name}.json", record)
+    config = lm.make_config(source, "smoke", table="3.1")
+    corpus = lm.load_lm_corpus(source, config, progress=False)
+    kn3 = kn.run_baseline(corpus, config, 3, results, progress=False)["summary"]
+    text = lm_tables.report(results, tmp_path / "figures")
+    sections = text.split("### ")
+    smoke = next(part for part in sections if "preset `smoke`" in part)
+    cpu = next(part for part in sections if "preset `cpu`" in part)
+    row = f"| KN3 (count-based) | {kn3['test_perplexity']:.2f} | 1 (no seeds) |"
+    assert row in smoke and "KN3" not in cpu
+    assert (results / "lm" / "synthetic" / "3.1" / "table.md").read_text() == text

@@ -8,18 +8,24 @@ thesis 4.2, the perplexity by training regime and evaluation prefix (``render_fu
 attention-example figures of thesis 3.2.4 from their records. Failed runs (loss NaN or infinite:
 ``records``) are left out of every table and figure, and each table names those it left out. The
 runs themselves, their configurations and the thesis's numbers live in ``thesis_repro.lm``.
+
+Tables 3.1, 3.2 and PTB also show the count-based Kneser-Ney rows KN3 and KN5
+(``thesis_repro.kneser_ney``; records under ``results/kneser-ney/<corpus>/``, matched to a
+table by its runs' corpus settings), outside the paired columns.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from thesis_repro import kneser_ney
 from thesis_repro.lm import (
     EXPERIMENT,
     FIGURES_DIR,
@@ -82,9 +88,11 @@ def _fmt(mean: float, std: float | None) -> str:
     return f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
 
 
-def render_table(records: list[dict]) -> str:
+def render_table(records: list[dict], baselines: Sequence[dict] = ()) -> str:
     """Markdown: test perplexity (mean ± std over instances) beside the thesis's numbers;
-    failed runs are left out and named at the end."""
+    failed runs are left out and named at the end. A thesis table (3.1, 3.2, PTB) also gets the
+    rows of the Kneser-Ney ``baselines`` prepared like its runs (``kneser_ney.matching``),
+    outside the paired columns."""
     records, failed = split_failed(records)
     lines: list[str] = []
     for group in _groups(records).values():
@@ -151,7 +159,10 @@ def render_table(records: list[dict]) -> str:
                 f"| {label} | {ours} | {count} | {valid} | {ratio} | {paired[0]} | {paired[1]} "
                 f"| {thesis} | {p_ratio} |"
             )
-        lines += ["", produced_by(group, limit=2), ""]
+        counted = kneser_ney.matching(config, baselines) if spec else []
+        lines += kneser_ney.table_rows(counted, base_mean)
+        lines += ["", *([kneser_ney.table_note(counted), ""] if counted else [])]
+        lines += [produced_by(group, limit=2), ""]
     return "\n".join(lines + _failed_lines(failed))
 
 
@@ -530,7 +541,7 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
         if table in FUTURE_TABLES:
             parts.append(_report_future(table, folder.parent, Path(figures_dir)))
             continue
-        text = render_table(records)
+        text = render_table(records, kneser_ney.load_baselines(Path(results_dir), corpus))
         (folder / "table.md").write_text(text)
         parts.append(text)
         spec = TABLES.get(table)
