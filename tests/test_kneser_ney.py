@@ -292,7 +292,7 @@ def test_cli_error_in_a_process() -> None:
     assert bad.returncode == 2
     errors = [line for line in bad.stderr.splitlines() if line.startswith("error")]
     assert errors == [bad.stderr.strip().splitlines()[-1]]
-    assert errors[0].startswith("error: --order must lie in 1..10")
+    assert errors[0].startswith("error: argument --order: must be at least 1, got 0")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -358,3 +358,16 @@ def test_report_puts_kn_rows_into_the_table_of_the_same_corpus_settings(tmp_path
     row = f"| KN3 (count-based) | {kn3['test_perplexity']:.2f} | 1 (no seeds) |"
     assert row in smoke and "KN3" not in cpu
     assert (results / "lm" / "synthetic" / "3.1" / "table.md").read_text() == text
+
+
+def test_cli_corrupt_record_is_one_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(lm.DATA_ENV, raising=False)  # the synthetic corpus
+    record = tmp_path / "kneser-ney" / "synthetic" / "kn3-max6000-min1.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"config": {"corpus": "synth')  # truncated
+    args = ["--preset", "smoke", "--order", "3", "--results", str(tmp_path), "--quiet"]
+    assert exit_status(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "kn3-max6000-min1.json" in err[0]

@@ -79,9 +79,11 @@ from typing import Any
 import numpy as np
 
 from thesis_repro import lm
+from thesis_repro.cli import Parser, int_at_least
 from thesis_repro.corpus import EOS, Corpus, CorpusError
 from thesis_repro.records import (
     RESULTS_DIR,
+    CorruptRecord,
     command_line,
     library_versions,
     load_record,
@@ -531,16 +533,9 @@ def table_note(baselines: Sequence[dict[str, Any]]) -> str:
 # --- command line -----------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (``error: ...``, exit status 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
 def parser() -> argparse.ArgumentParser:
     """The command line of ``python -m thesis_repro.kneser_ney``."""
-    p = _Parser(
+    p = Parser(
         prog="python -m thesis_repro.kneser_ney",
         description=(
             "Kneser-Ney baselines (interpolated modified KN, Chen & Goodman 1998) for the LM "
@@ -566,11 +561,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--order",
-        type=int,
+        type=int_at_least(1, lm.FIRST_TARGET + 1),
         nargs="+",
         default=list(ORDERS),
         metavar="N",
-        help="n-gram orders (default: 3 5)",
+        help=f"n-gram orders, 1..{lm.FIRST_TARGET + 1} (the n-1 context words precede the first "
+        f"scored position {lm.FIRST_TARGET}; default: 3 5)",
     )
     p.add_argument(
         "--corpus",
@@ -594,12 +590,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry; errors end with one ``error: ...`` line and exit status 2."""
     args = parser().parse_args(argv)
     try:
-        bad = [n for n in args.order if not 1 <= n <= lm.FIRST_TARGET + 1]
-        if bad:
-            raise KNError(
-                f"--order must lie in 1..{lm.FIRST_TARGET + 1} (the n-1 context words must "
-                f"precede the first scored position {lm.FIRST_TARGET}), got {bad[0]}"
-            )
         name = args.corpus_name or lm.table_corpus_name(args.table)
         source = lm.resolve_corpus(args.corpus, name, os.environ.get(lm.DATA_ENV))
         if source.synthetic and not args.quiet:
@@ -622,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{b['test_perplexity']:.2f}"
                 )
             print(line, flush=True)
-    except (KNError, CorpusError, lm.LMError) as e:
+    except (KNError, CorpusError, lm.LMError, CorruptRecord) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
