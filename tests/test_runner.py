@@ -103,3 +103,23 @@ def test_leftovers_of_a_killed_process_are_removed_and_only_those(tmp_path):
     assert sorted(remove_leftovers(record)) == sorted(leftovers)
     assert kept.exists() and other.exists() and record.path.exists()
     assert not any(path.exists() for path in leftovers)
+
+
+def test_a_single_run_command_on_a_busy_run_says_so_in_one_line(tmp_path, capsys):
+    from thesis_repro import ffattention
+
+    config = ffattention.RunConfig("table1", "addition", 50, "attention", 1e-3, max_epochs=1)
+    path = ffattention.record_path(config, tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path.parent.mkdir(parents=True)
+        lock_path(path).write_text(f"{socket.gethostname()} {holder.pid}")
+        status = ffattention.main(
+            ["--results", str(tmp_path), "run", "--t0", "50", "--max-epochs", "1"]
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert f"process {holder.pid}" in err and not path.exists()

@@ -69,6 +69,7 @@ from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
     RESULTS_DIR,
     CorruptRecord,
+    RunBusy,
     RunConflict,
     RunFailed,
     RunRecord,
@@ -1098,7 +1099,7 @@ def main(argv: list[str] | None = None) -> int:
         except RunFailed as failed:
             print(f"error: {failed}", file=sys.stderr)
             return 1
-        except (RunConflict, CorruptRecord) as error:
+        except (RunConflict, CorruptRecord, RunBusy) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
         print(f"{config.name}: {record['summary'] or 'unfinished'}")

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+from thesis_repro.cli import positive_int
 from thesis_repro.records import COMMAND_ENV, RunBusy, RunFailed
 
 Config = TypeVar("Config")
@@ -53,23 +54,13 @@ def add_jobs_option(parser: argparse.ArgumentParser) -> None:
     """``--jobs N`` of every grid command."""
     parser.add_argument(
         "--jobs",
-        type=_positive,
+        type=positive_int,
         default=1,
         metavar="N",
         help="train N runs of the grid at once, in N processes sharing the device (a GPU: "
         "one run leaves it mostly idle); each run is claimed by a lock file, so a second "
         "grid command on the same results never trains the same run (default: 1)",
     )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def without_jobs(argv: Sequence[str]) -> list[str]:
