@@ -39,32 +39,44 @@ from pathlib import Path
 from thesis_repro import lm
 from thesis_repro.training import use_data_parallel
 
+from thesis_repro import ffattention
+
 source = lm.resolve_corpus(None, "synthetic", None)
 config = lm.make_config(source, "smoke", "runs", 5, 5, epochs=1)
-one = lm.run(config, source, Path(sys.argv[1]) / "one", verbose=0)
+attention = ffattention.RunConfig(
+    "table1", "addition", 50, "attention", 1e-3, max_epochs=2, steps_per_epoch=5, test_size=100
+)
+out = Path(sys.argv[1])
+one = [lm.run(config, source, out / "one", verbose=0), ffattention.run(attention, out / "one", 0)]
 devices = use_data_parallel()
-two = lm.run(config, source, Path(sys.argv[1]) / "two", verbose=0)
-print(json.dumps({"devices": devices, "records": [one, two]}))
+two = [lm.run(config, source, out / "two", verbose=0), ffattention.run(attention, out / "two", 0)]
+print(json.dumps({"devices": devices, "one": one, "two": two}))
 """
 
 
-def test_data_parallel_lm_run_matches_one_device(tmp_path):
+def test_data_parallel_runs_match_one_device(tmp_path):
     """``--data-parallel`` (Keras ``DataParallel`` over 2 virtual CPU devices under JAX) gives
-    the single-device run's losses and perplexities within float rounding."""
+    the single-device run's losses and scores within float rounding: an LM run and a Raffel &
+    Ellis run."""
     env = {
         **os.environ,
         "KERAS_BACKEND": "jax",
         "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
     }
     command = [sys.executable, "-c", DATA_PARALLEL, str(tmp_path)]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    one, two = out["records"]
-    assert out["devices"] == 2 and two["hardware"]["devices"] == 2
-    assert "devices" not in one["hardware"]
-    for a, b in zip(one["epochs"], two["epochs"], strict=True):
-        assert abs(a["train_loss"] - b["train_loss"]) < 1e-4
-        assert abs(a["valid_perplexity"] / b["valid_perplexity"] - 1) < 1e-4
-    test = one["summary"]["test_perplexity"], two["summary"]["test_perplexity"]
+    assert out["devices"] == 2
+    (lm_one, ff_one), (lm_two, ff_two) = out["one"], out["two"]
+    for one, two, keys in [
+        (lm_one, lm_two, ("train_loss", "valid_perplexity")),
+        (ff_one, ff_two, ("train_loss", "test_loss", "test_accuracy")),
+    ]:
+        assert two["hardware"]["devices"] == 2 and "devices" not in one["hardware"]
+        assert len(one["epochs"]) == len(two["epochs"]) > 0
+        for a, b in zip(one["epochs"], two["epochs"], strict=True):
+            for key in keys:
+                assert abs(a[key] - b[key]) <= 1e-4 * max(1.0, abs(a[key])), (key, a, b)
+    test = lm_one["summary"]["test_perplexity"], lm_two["summary"]["test_perplexity"]
     assert abs(test[0] / test[1] - 1) < 1e-4, test

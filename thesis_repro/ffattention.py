@@ -64,7 +64,8 @@ from thesis_repro.records import (
     run_name,
     split_failed,
 )
-from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
+from thesis_repro.runner import add_data_parallel_option, add_jobs_option, run_jobs, walk_grid
+from thesis_repro.training import use_data_parallel
 
 EXPERIMENT = "ffattention"
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
@@ -343,6 +344,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
     from thesis_repro.training import (
         EpochCheckpoint,
         FailOnNonFiniteLoss,
+        distribution_summary,
         fresh_batches,
         raise_if_failed,
         remove_checkpoints,
@@ -359,6 +361,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
     longest = config.max_length if config.experiment == "variable" else config.t0
     chunked = longest >= CHUNKED_FROM_LENGTH
     record.data["implementation"] = "chunked" if chunked else "layers"
+    record.data["hardware"].update(distribution_summary())
     set_seed(config.seed)
 
     def build() -> keras.Model:
@@ -670,6 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="updates per epoch (default 1000, as in the paper)",
     )
     one.add_argument("--test-size", type=positive_int, default=1000, help="held-out sequences")
+    add_data_parallel_option(one)
 
     grid = sub.add_parser("grid", help="run every configuration of a preset (resumable)")
     grid.add_argument("--preset", choices=tuple(PRESETS), default="cpu")
@@ -682,6 +686,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(grid)
+    add_data_parallel_option(grid)
 
     sub.add_parser("report", help="render the table and figure from the records")
     return parser
@@ -695,6 +700,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     verbose = args.verbose
     started = time.time()
+    if getattr(args, "data_parallel", False):
+        if getattr(args, "jobs", 1) > 1:
+            parser.error("--data-parallel spreads one run over every device: not with --jobs")
+        try:
+            print(f"data-parallel over {use_data_parallel()} devices", flush=True)
+        except ValueError as error:
+            parser.error(str(error))
     if args.command == "run":
         experiment = "temporal_order" if args.task == "temporal_order" else args.experiment
         top = int(VARIABLE_MAX / 1.1)

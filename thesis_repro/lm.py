@@ -95,7 +95,7 @@ from thesis_repro.records import (
     load_record,
     write_json_atomic,
 )
-from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
+from thesis_repro.runner import add_data_parallel_option, add_jobs_option, run_jobs, walk_grid
 
 EXPERIMENT = "lm"
 FIRST_TARGET = 9  # first scored position of each part: the 10-gram's (and 5-gram + 5's) context
@@ -1171,13 +1171,7 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         default=RESULTS_DIR,
         help="directory for JSON records and checkpoints (default: %(default)s)",
     )
-    parser.add_argument(
-        "--data-parallel",
-        action="store_true",
-        help="train each run data-parallel over all local devices (Keras distribution API; "
-        "KERAS_BACKEND=jax only); the batch is split across them, the results stay the same "
-        "within float rounding",
-    )
+    add_data_parallel_option(parser)
     parser.add_argument(
         "--dtype-policy",
         choices=DTYPE_POLICIES,

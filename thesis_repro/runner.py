@@ -107,3 +107,14 @@ def run_jobs(module: str, argv: Sequence[str], jobs: int, command: str) -> int:
             w.wait()
         raise
     return max(codes, key=abs)
+
+
+def add_data_parallel_option(parser: argparse.ArgumentParser) -> None:
+    """``--data-parallel`` of the run and grid commands (``training.use_data_parallel``)."""
+    parser.add_argument(
+        "--data-parallel",
+        action="store_true",
+        help="train each run data-parallel over all local devices (Keras distribution API; "
+        "KERAS_BACKEND=jax only); the batch is split across them, the results stay the same "
+        "within float rounding",
+    )
