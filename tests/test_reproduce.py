@@ -17,7 +17,7 @@ import keras
 import pytest
 
 from thesis_repro import __main__ as cli
-from thesis_repro import addition, ffattention, lm, report
+from thesis_repro import addition, ffattention, kneser_ney, lm, report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,6 +124,11 @@ def calls(monkeypatch) -> list[tuple]:
     monkeypatch.setattr(
         lm, "run_grid", lambda table, source, preset, *a, **kw: seen.append(("lm", table, source))
     )
+    monkeypatch.setattr(
+        kneser_ney,
+        "table_baselines",
+        lambda table, source, preset, *a, **kw: seen.append(("kn", table, source)),
+    )
     monkeypatch.setattr(cli, "write_report", lambda *args, **kw: seen.append(("report", *args)))
     return seen
 
@@ -137,16 +142,19 @@ def test_reproduce_runs_the_grids_in_order_then_reports(calls, tmp_path):
         ("ffattention", "smoke"),
         ("addition", "smoke"),
         *(("lm", table) for table in cli.LM_TABLES),
+        *(("kn", table) for table in cli.KN_TABLES),
         ("report", tmp_path / "r"),
     ]
     assert cli.LM_TABLES[:3] == ("3.1", "3.2", "ptb"), "the thesis tables first"
     assert calls[0][2] == tmp_path / "r" and all(c[2].synthetic for c in calls[2:-1])
+    assert cli.KN_TABLES == ("3.1", "3.2", "ptb"), "Kneser-Ney rows for the thesis tables"
     assert calls[-1][1:] == (tmp_path / "r", tmp_path / "f", tmp_path / "R.md", None)
     lm_steps = [f"lm {table} (synthetic)" for table in cli.LM_TABLES]
     assert list(timings) == [
         "ffattention",
         "addition",
         *lm_steps,
+        *(f"Kneser-Ney {table} (synthetic)" for table in cli.KN_TABLES),
         "lm attention examples",
         "report",
     ]

@@ -53,6 +53,7 @@ LM_TABLES = (
     *("3.1", "3.2", "ptb"),  # the thesis's tables and the PTB comparison
     *("future-prefix", "future-position", "future-prefix-ptb", "future-position-ptb"),  # 4.2
 )
+KN_TABLES = ("3.1", "3.2", "ptb")  # tables with Kneser-Ney rows (thesis_repro.kneser_ney)
 DATA_ENV = "THESIS_REPRO_DATA"
 
 
@@ -135,6 +136,15 @@ def reproduce(
         for table, source in sources.items():
             grid = partial(lm.run_grid, table, source, preset, results_dir, verbose=verbose)
             steps.append((f"lm {table} ({source.name})", grid))
+        from thesis_repro import kneser_ney
+
+        for table, source in sources.items():  # count-based rows of Tables 3.1, 3.2 and PTB
+            if table in KN_TABLES:
+                baselines = partial(
+                    kneser_ney.table_baselines, table, source, preset, results_dir,
+                    progress=bool(verbose),
+                )  # fmt: skip
+                steps.append((f"Kneser-Ney {table} ({source.name})", baselines))
         if sources:
             from thesis_repro.attention_examples import make_examples
 

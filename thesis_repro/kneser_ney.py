@@ -586,6 +586,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def table_baselines(
+    table: str,
+    source: lm.CorpusSource,
+    preset: str,
+    results_dir: Path = RESULTS_DIR,
+    orders: Sequence[int] = ORDERS,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """The KN rows of ``table`` under ``preset``: one record per order (finished ones are kept),
+    on the corpus exactly as the table's neural runs prepare it."""
+    config = lm.make_config(source, preset, table=table)
+    corpus = lm.load_lm_corpus(source, config, progress=progress)
+    return [run_baseline(corpus, config, order, results_dir, progress=progress) for order in orders]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry; errors end with one ``error: ...`` line and exit status 2."""
     args = parser().parse_args(argv)
