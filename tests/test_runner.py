@@ -123,3 +123,16 @@ def test_a_single_run_command_on_a_busy_run_says_so_in_one_line(tmp_path, capsys
     err = capsys.readouterr().err
     assert status == 2 and err.startswith("error: ") and err.count("\n") == 1
     assert f"process {holder.pid}" in err and not path.exists()
+
+
+def test_records_are_0644_and_a_verbose_lm_run_prints_validation_perplexity(tmp_path, capsys):
+    from thesis_repro import lm
+
+    source = lm.resolve_corpus(None, "synthetic", None)
+    config = lm.make_config(source, "smoke", "runs", 5, 0, epochs=1)
+    record = lm.run(config, source, tmp_path, verbose=2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch 1:")]
+    logged = record["epochs"][0]["valid_perplexity"]
+    assert len(lines) == 1 and f"valid_perplexity {logged:.4g}" in lines[0]
+    path = lm.record_path(config, tmp_path)
+    assert path.stat().st_mode & 0o777 == 0o644

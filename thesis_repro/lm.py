@@ -877,7 +877,7 @@ def run(
             callbacks=[
                 timer,
                 FailOnNonFiniteLoss(record, batches.steps_per_epoch),
-                EpochCheckpoint(record, evaluate),
+                EpochCheckpoint(record, evaluate, verbose=verbose),
                 *callbacks,
             ],
             verbose=verbose,

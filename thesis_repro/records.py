@@ -47,6 +47,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         with os.fdopen(fd, "w") as handle:
             json.dump(obj, handle, indent=1, sort_keys=False, default=_json_default)
             handle.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are ordinary files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

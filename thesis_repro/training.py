@@ -84,7 +84,8 @@ def resume(record: RunRecord, build: Callable[[], keras.Model]) -> tuple[keras.M
 class EpochCheckpoint(keras.callbacks.Callback):
     """Score, checkpoint and record after every epoch; stop when ``should_stop(scores)``.
 
-    ``evaluate(model) -> dict`` computes the held-out scores logged beside Keras's training logs.
+    ``evaluate(model) -> dict`` computes the held-out scores logged beside Keras's training logs;
+    with ``verbose`` they are also printed, one line per epoch, under Keras's progress bar.
     """
 
     def __init__(
@@ -93,12 +94,14 @@ class EpochCheckpoint(keras.callbacks.Callback):
         evaluate: Callable[[keras.Model], dict[str, float]],
         should_stop: Callable[[dict[str, float]], bool] | None = None,
         keep_checkpoints: bool = False,
+        verbose: int = 0,
     ) -> None:
         super().__init__()
         self.record = record
         self.evaluate = evaluate
         self.should_stop = should_stop
         self.keep_checkpoints = keep_checkpoints
+        self.verbose = verbose
         self._epoch_start = time.time()
         self.stopped_early = False
 
@@ -109,7 +112,11 @@ class EpochCheckpoint(keras.callbacks.Callback):
         if self.record.failed or not _finite((logs or {}).get("loss", 0.0)):
             return  # a failed run logs no further epoch (FailOnNonFiniteLoss records why)
         scores = {f"train_{k}": float(v) for k, v in (logs or {}).items()}
-        scores.update(self.evaluate(self.model))
+        held_out = self.evaluate(self.model)
+        scores.update(held_out)
+        if self.verbose and held_out:
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in held_out.items() if "seconds" not in k)
+            print(f"epoch {epoch + 1}: {shown}", flush=True)
         path = checkpoint_path(self.record, epoch + 1)
         save_model_atomic(self.model, path)
         self.record.log_epoch(epoch, scores, seconds=time.time() - self._epoch_start)
