@@ -136,3 +136,16 @@ def test_records_are_0644_and_a_verbose_lm_run_prints_validation_perplexity(tmp_
     assert len(lines) == 1 and f"valid_perplexity {logged:.4g}" in lines[0]
     path = lm.record_path(config, tmp_path)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_the_bare_lm_command_uses_the_cpu_preset_and_says_what_it_will_do(tmp_path, capsys):
+    from thesis_repro import lm
+
+    assert lm.train_parser().parse_args(["--prefix", "5"]).preset == "cpu"
+    status = lm.main(["--prefix", "5", "--preset", "smoke", "--results", str(tmp_path)])
+    assert status == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("NOTE: no corpus given")
+    run_line = next(line for line in lines if line.startswith("[run]"))
+    for part in ("corpus synthetic", "preset smoke", "V = ", "2 epochs of ", "estimated"):
+        assert part in run_line, run_line

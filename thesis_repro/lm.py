@@ -91,6 +91,7 @@ from thesis_repro.records import (
     RunFailed,
     RunRecord,
     command_line,
+    compute_device,
     grid_failures,
     load_record,
     write_json_atomic,
@@ -849,9 +850,13 @@ def run(
     )
     if verbose:
         where = f"resuming after epoch {done}" if done else "starting"
+        updates = batches.steps_per_epoch * (config.epochs - done)
+        estimate = updates * estimate_update_seconds(config, corpus.vocab_size)
         print(
-            f"[run] {config.name} ({config.model}, V = {corpus.vocab_size:,}, "
-            f"{batches.steps_per_epoch} updates/epoch): {where} -> {record.path}",
+            f"[run] {config.name} ({config.model}; corpus {config.corpus}, preset "
+            f"{config.preset}, V = {corpus.vocab_size:,}, {config.epochs} epochs of "
+            f"{batches.steps_per_epoch:,} updates; ~{_duration(estimate)} left on this machine, "
+            f"estimated): {where} -> {record.path}",
             flush=True,
         )
     clock = {"start": time.time()}
@@ -894,6 +899,34 @@ def run(
     if verbose:
         print(f"[done] {config.name}: test perplexity {test:.2f}", flush=True)
     return record.data
+
+
+def estimate_update_seconds(config: RunConfig, vocab_size: int) -> float:
+    """Rough seconds per update on this machine: the update's matmul FLOP (the softmax layer
+    dominates: ~6 x B x H x V) over a float32 matmul timed now with NumPy, x 1.5 for the rest;
+    measured ratio to real updates on a CPU ~1-2 (benchmarks/bench_lm.py). An accelerator is
+    taken to be 50x faster (measured on an H100: 1.25 ms per paper update when shared); on a
+    CPU ~20 ms of per-update overhead is added (it dominates at small V)."""
+    width = (config.order - 1 + (1 if config.prefix else 0)) * config.embedding_dim
+    flop = 6 * config.batch_size * config.hidden * (vocab_size + width)
+    if compute_device()["device"] != "cpu":
+        return 1.5 * flop / 50 / _matmul_flops()
+    return 0.02 + 1.5 * flop / _matmul_flops()  # + ~20 ms of per-update overhead (small V)
+
+
+def _matmul_flops(n: int = 512) -> float:
+    """FLOP/s of an n x n float32 NumPy matmul on this machine (best of 3)."""
+    a = np.ones((n, n), np.float32)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / max(best, 1e-9)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{max(seconds, 60) / 60:.0f} min"
 
 
 def _sorted_evals(scores: dict[str, float]) -> dict[str, float]:
@@ -1147,9 +1180,10 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
     parser.add_argument(
         "--preset",
         choices=tuple(PRESETS),
-        default="cpu" if grid else "paper",
-        help="scale: corpus size, vocabulary, epochs, instances (default: %(default)s; see "
-        "the list below)",
+        default="cpu",
+        help="scale: corpus size, vocabulary, epochs, instances (default: %(default)s, what "
+        "a 2-core CPU trains in minutes; paper: the thesis's protocol, for a GPU; see the "
+        "list below)",
     )
     parser.add_argument("--epochs", type=int, help="override the preset's number of epochs")
     parser.add_argument(
@@ -1476,6 +1510,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {path}")
             return 0
         eval_prefixes = [parse_eval_prefix(e) for e in args.eval_prefix or ()]
+        if args.preset == "paper" and compute_device()["device"] == "cpu":
+            print(
+                "warning: the paper preset is the thesis's protocol, sized for a GPU; on this "
+                "CPU a run takes about 45 h (measured 1.0-1.2 s per update at V = 37,373)",
+                flush=True,
+            )
         if args.data_parallel:
             if command == "grid" and args.jobs > 1:
                 raise LMError("--data-parallel spreads one run over every device: not with --jobs")

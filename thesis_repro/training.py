@@ -116,7 +116,8 @@ class EpochCheckpoint(keras.callbacks.Callback):
         scores.update(held_out)
         if self.verbose and held_out:
             shown = ", ".join(f"{k} {v:.4g}" for k, v in held_out.items() if "seconds" not in k)
-            print(f"epoch {epoch + 1}: {shown}", flush=True)
+            newline = "\n" if self.verbose == 1 else ""  # below Keras's live bar, not on it
+            print(f"{newline}epoch {epoch + 1}: {shown}", flush=True)
         path = checkpoint_path(self.record, epoch + 1)
         save_model_atomic(self.model, path)
         self.record.log_epoch(epoch, scores, seconds=time.time() - self._epoch_start)
