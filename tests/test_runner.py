@@ -149,3 +149,21 @@ def test_the_bare_lm_command_uses_the_cpu_preset_and_says_what_it_will_do(tmp_pa
     run_line = next(line for line in lines if line.startswith("[run]"))
     for part in ("corpus synthetic", "preset smoke", "V = ", "2 epochs of ", "estimated"):
         assert part in run_line, run_line
+
+
+def test_a_training_command_prints_no_native_library_noise(tmp_path):
+    """TensorFlow's C++ start-up lines (absl, oneDNN, the CUDA probe) are held back."""
+    command = [
+        sys.executable, "-m", "thesis_repro.ffattention", "--results", str(tmp_path), "--figures",
+        str(tmp_path), "run", "--t0", "50", "--max-epochs", "1", "--steps-per-epoch", "2",
+        "--test-size", "10",
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    noise = [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if line.startswith(("I0000", "W0000", "E0000", "WARNING: All log messages"))
+    ]
+    assert not noise, noise

@@ -43,8 +43,21 @@ def _hold_back_native_stderr() -> Iterator[None]:
             os.close(saved)
 
 
+def _start_backend_quietly() -> None:
+    """Under TensorFlow, look up the devices now, while stderr is held back: that is when
+    TensorFlow prints its CUDA probe (``failed call to cuInit`` on a machine without a GPU)."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+
+
 with _hold_back_native_stderr():
     from thesis_repro import language_models, layers, models
+
+    _start_backend_quietly()
 
 __version__ = "0.1.0"
 __all__ = ["language_models", "layers", "models"]
