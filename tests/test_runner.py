@@ -167,3 +167,17 @@ def test_a_training_command_prints_no_native_library_noise(tmp_path):
         if line.startswith(("I0000", "W0000", "E0000", "WARNING: All log messages"))
     ]
     assert not noise, noise
+
+
+def test_single_runs_default_to_runs_and_grids_to_results():
+    from thesis_repro import addition, ffattention, lm
+    from thesis_repro.cli import results_folder
+    from thesis_repro.records import RESULTS_DIR, RUNS_DIR
+
+    assert results_folder("run", None) == RUNS_DIR and results_folder("grid", None) == RESULTS_DIR
+    assert results_folder("run", Path("x")) == Path("x")
+    assert lm.train_parser().parse_args([]).results == RUNS_DIR
+    assert lm.grid_parser().parse_args([]).results == RESULTS_DIR
+    for module in (ffattention, addition):
+        assert module.build_parser().parse_args(["run"]).results is None  # resolved in main
+    assert "/runs/" in (ROOT / ".gitignore").read_text().split()

@@ -63,6 +63,7 @@ from thesis_repro.cli import (
     int_at_least,
     positive_float,
     positive_int,
+    results_folder,
     seed_int,
 )
 from thesis_repro.plots import pyplot, save_figure
@@ -1064,6 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
     (loss NaN or infinite) with status 1."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.results = results_folder(args.command, args.results)
     started = time.time()
     if args.command == "run":
         if args.max_length < args.min_length:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from thesis_repro.records import RESULTS_DIR
+from thesis_repro.records import RESULTS_DIR, RUNS_DIR
 
 FIGURES_DIR = Path("figures")
 #: Largest seed: Keras seeds NumPy's legacy generator, which takes 0 .. 2**32 - 1.
@@ -64,6 +64,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def results_folder(command: str, given: Path | None) -> Path:
+    """``--results`` if given, else ``RUNS_DIR`` for a single run and ``RESULTS_DIR`` for the
+    rest (grids and reports)."""
+    if given is not None:
+        return given
+    return RUNS_DIR if command in ("run", "train") else RESULTS_DIR
+
+
 def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argparse.ArgumentParser:
     """A :class:`Parser` with ``--results``, ``--figures`` and ``--verbose``, and the presets as
     epilog.
@@ -80,8 +88,8 @@ def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argpar
     parser.add_argument(
         "--results",
         type=Path,
-        default=RESULTS_DIR,
-        help="directory for the JSON records (default: %(default)s)",
+        help=f"directory for the JSON records (default: {RUNS_DIR}/ for a single `run`, which "
+        f"keeps ad-hoc runs out of the committed tree; {RESULTS_DIR}/ for `grid` and `report`)",
     )
     parser.add_argument(
         "--figures",

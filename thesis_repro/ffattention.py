@@ -46,6 +46,7 @@ from thesis_repro.cli import (
     int_at_least,
     positive_float,
     positive_int,
+    results_folder,
     seed_int,
 )
 from thesis_repro.plots import pyplot, save_figure
@@ -698,6 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     (loss NaN or infinite) with status 1."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.results = results_folder(args.command, args.results)
     verbose = args.verbose
     started = time.time()
     if getattr(args, "data_parallel", False):

@@ -86,6 +86,7 @@ from thesis_repro.cli import MAX_SEED, Parser, positive_int, seed_int
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
 from thesis_repro.records import (
     RESULTS_DIR,
+    RUNS_DIR,
     CorruptRecord,
     RunBusy,
     RunFailed,
@@ -1202,8 +1203,10 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
     parser.add_argument(
         "--results",
         type=Path,
-        default=RESULTS_DIR,
-        help="directory for JSON records and checkpoints (default: %(default)s)",
+        default=RESULTS_DIR if grid else RUNS_DIR,
+        help="directory for JSON records and checkpoints (default: %(default)s"
+        + ("" if grid else "; single runs stay out of the committed results/ tree")
+        + ")",
     )
     add_data_parallel_option(parser)
     parser.add_argument(

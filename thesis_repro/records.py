@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(os.environ.get("THESIS_REPRO_RESULTS", "results"))
+#: Where single ad-hoc runs (``run``/``train`` commands) write unless ``--results`` is given, so
+#: that only grids write into the committed tree (``runs/`` is git-ignored).
+RUNS_DIR = Path(os.environ.get("THESIS_REPRO_RUNS", "runs"))
 #: Set for the workers of ``--jobs``: the command the user typed (what their records store).
 COMMAND_ENV = "THESIS_REPRO_COMMAND"
 
