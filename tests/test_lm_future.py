@@ -586,3 +586,26 @@ def test_most_attended_counts_the_top_word_of_full_windows(tmp_path: Path) -> No
     # nearest first: mean of (0.3, 0.7), (0.6, 0.4), (0.2, 0.8)
     assert weight_by_distance(record) == pytest.approx([1.1 / 3, 1.9 / 3])
     assert "| x_1 | m | 3 | c (2×, 0.70), a (1×, 0.70) | 0.37, 0.63 | 0.50 |" in text
+
+
+def test_attention_figures_carry_their_key(monkeypatch, tmp_path: Path) -> None:
+    """Every attention figure explains its marks: opacity, |, → and italics."""
+    from thesis_repro import attention_examples
+
+    drawn = []
+    monkeypatch.setattr(attention_examples, "save_figure", lambda fig, path: drawn.append(fig))
+    record = {
+        "words": ["a", "b", "c", "d"],
+        "known": [True, True, False, True],
+        "panels": [
+            {
+                "title": "t",
+                "order": 2,
+                "windows": [{"target": 3, "positions": [0, 1], "weights": [0.3, 0.7]}],
+            }
+        ],
+    }
+    attention_examples.draw_example(record, tmp_path / "k.pdf")
+    text = " ".join(t.get_text() for t in drawn[0].texts)
+    for mark in ("opacity", "|", "→", "italics"):
+        assert mark in text.split("Key:")[1]

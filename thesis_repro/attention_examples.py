@@ -143,6 +143,14 @@ def example_record(
     return {"words": list(words), "known": known.tolist(), "panels": panels}
 
 
+#: The figure's key (printed under the panels).
+KEY = (
+    "Key: each line is one prediction. Prefix words (blue) are drawn with opacity = their "
+    "attention weight / the line's largest; | separates the prefix from the n-gram window "
+    "(black); → the word to predict (grey); italics: not in the vocabulary (<UNK> for the model)."
+)
+
+
 def _width(line: Sequence[Word]) -> int:
     return sum(len(w.text) + 1 for w in line) - 1
 
@@ -195,7 +203,9 @@ def draw_example(
     fig = plt.figure()
     char, row = _char_width(fig, font), LINE_HEIGHT * fontsize / 72  # inches
     header = textwrap.wrap(" ".join(words), max(total, 40))
-    rows = len(header) + 1 + 1 + max(len(lines) for lines in panels)
+    key = textwrap.wrap(KEY, max(total, 40))
+    body = max(len(lines) for lines in panels)
+    rows = len(header) + 1 + 1 + body + 1 + len(key)
     fig_width, fig_height = max(total, 40) * char + 2 * MARGIN, rows * row + 2 * MARGIN
     fig.set_size_inches(fig_width, fig_height)
 
@@ -221,6 +231,8 @@ def draw_example(
                 )
                 column += len(word.text) + 1
         offset += width + PANEL_GAP
+    for index, text in enumerate(key):
+        put(0, len(header) + 2 + body + 1 + index, text, color="0.35")
     return save_figure(fig, path)
 
 
