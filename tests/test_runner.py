@@ -181,3 +181,27 @@ def test_single_runs_default_to_runs_and_grids_to_results():
     for module in (ffattention, addition):
         assert module.build_parser().parse_args(["run"]).results is None  # resolved in main
     assert "/runs/" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_ctrl_c_ends_with_one_message_on_its_own_line(tmp_path):
+    import signal
+    import time
+
+    from thesis_repro.cli import INTERRUPTED
+
+    command = [
+        sys.executable, "-m", "thesis_repro.ffattention", "--results", str(tmp_path), "run",
+        "--t0", "50", "--max-epochs", "50", "--steps-per-epoch", "20", "--test-size", "10",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.rglob("checkpoints/*.keras")):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err[-2000:]
+    assert err.splitlines()[-1] == INTERRUPTED and "Traceback" not in err
+    record = json.loads(next(tmp_path.rglob("*.json")).read_text())
+    assert record["epochs"] and not record["finished"], "finished epochs are kept"

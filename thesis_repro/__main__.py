@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from thesis_repro.cli import Parser
+from thesis_repro.cli import Parser, interrupted
 from thesis_repro.records import (
     RESULTS_DIR,
     CorruptRecord,
@@ -256,8 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {failed}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return interrupted()
     return 0
 
 

@@ -64,6 +64,7 @@ from thesis_repro.cli import (
     positive_float,
     positive_int,
     results_folder,
+    run_main,
     seed_int,
 )
 from thesis_repro.plots import pyplot, save_figure
@@ -1133,7 +1134,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
 
 
 __all__ = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
@@ -62,6 +63,24 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
     return value
+
+
+INTERRUPTED = "interrupted: finished epochs are kept; run the same command again to resume"
+
+
+def interrupted() -> int:
+    """Ctrl-C: the message on a line of its own (not glued to a progress bar); status 130."""
+    sys.stdout.flush()
+    print(f"\n{INTERRUPTED}", file=sys.stderr, flush=True)
+    return 130
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """``main()``, with Ctrl-C ending in :func:`interrupted` instead of a traceback."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        return interrupted()
 
 
 def results_folder(command: str, given: Path | None) -> Path:

@@ -47,6 +47,7 @@ from thesis_repro.cli import (
     positive_float,
     positive_int,
     results_folder,
+    run_main,
     seed_int,
 )
 from thesis_repro.plots import pyplot, save_figure
@@ -760,7 +761,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
 
 
 __all__ = ["PRESETS", "RunConfig", "preset_runs", "report", "run", "run_grid"]

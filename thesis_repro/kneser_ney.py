@@ -79,7 +79,7 @@ from typing import Any
 import numpy as np
 
 from thesis_repro import lm
-from thesis_repro.cli import Parser, int_at_least
+from thesis_repro.cli import Parser, int_at_least, run_main
 from thesis_repro.corpus import EOS, Corpus, CorpusError
 from thesis_repro.records import (
     RESULTS_DIR,
@@ -634,4 +634,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

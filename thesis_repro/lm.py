@@ -82,7 +82,7 @@ from typing import Any
 
 import numpy as np
 
-from thesis_repro.cli import MAX_SEED, Parser, positive_int, seed_int
+from thesis_repro.cli import MAX_SEED, Parser, interrupted, positive_int, seed_int
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
 from thesis_repro.records import (
     RESULTS_DIR,
@@ -1592,8 +1592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: run the same command again to resume", file=sys.stderr)
-        return 130
+        return interrupted()
     print(f"done in {time.time() - started:.0f} s")
     return 0
 
