@@ -633,3 +633,52 @@ def test_mixed_precision_smoke_run_stays_within_two_percent_of_float32(tmp_path,
     assert config.name.endswith(f"-{policy}-seed0") and config.as_dict()["dtype_policy"] == policy
     assert abs(scores[policy] / scores["float32"] - 1) < 0.02, scores
     assert len(list((tmp_path / "lm" / "synthetic" / "runs").glob("*.json"))) == 2
+
+
+@pytest.mark.slow
+def test_kill_in_the_middle_of_an_epoch_then_resume_equals_an_uninterrupted_run(
+    tmp_path: Path,
+) -> None:
+    """Mid-epoch checkpoints (every 0.2 s here, ``THESIS_REPRO_CHECKPOINT_SECONDS``): a run
+    killed inside its second epoch resumes inside it and ends with the same record (epoch
+    losses, validation and test perplexity) as a run never interrupted."""
+    env = {**os.environ, "THESIS_REPRO_CACHE": str(tmp_path / "cache")}
+    env.pop(lm.DATA_ENV, None)
+    base = [sys.executable, "-m", "thesis_repro.lm", "--preset", "smoke", "--prefix", "5",
+            "--max-words", "150000", "--epochs", "3", "--verbose", "0"]  # fmt: skip
+    whole = subprocess.run([*base, "--results", str(tmp_path / "a")], env=env, timeout=600)
+    assert whole.returncode == 0
+    killed = tmp_path / "b"
+    process = subprocess.Popen(
+        [*base, "--results", str(killed)],
+        env={**env, "THESIS_REPRO_CHECKPOINT_SECONDS": "0.2"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 300
+    partial: dict = {}
+    while time.time() < deadline and process.poll() is None:
+        records = list(killed.rglob("*.json"))
+        try:
+            partial = json.loads(records[0].read_text()).get("partial") or {} if records else {}
+        except json.JSONDecodeError:
+            partial = {}
+        if partial.get("epoch") == 2:
+            break
+        time.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert partial.get("epoch") == 2 and partial["steps"] > 0, "killed inside epoch 2"
+    resumed = subprocess.run(
+        [*base, "--results", str(killed), "--verbose", "1"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming epoch 2 after" in resumed.stdout
+    a, b = (json.loads(next((tmp_path / d).rglob("*.json")).read_text()) for d in "ab")
+    assert b["finished"] and "partial" not in b
+    for x, y in zip(a["epochs"], b["epochs"], strict=True):
+        for key in ("train_loss", "train_nll", "valid_perplexity"):
+            assert x[key] == pytest.approx(y[key], rel=1e-5), (key, x, y)
+    assert a["summary"]["test_perplexity"] == pytest.approx(b["summary"]["test_perplexity"], 1e-6)
+    assert not list(killed.rglob("*-partial.keras")), "the partial checkpoint is removed"

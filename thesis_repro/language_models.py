@@ -117,7 +117,8 @@ class TrainBatches(keras.utils.PyDataset):
     exactly the batches it would have seen. Only full batches are used (``len // B`` per
     epoch). Windows are cut from the int32 token array by fancy indexing (``window_inputs``).
     Pass ``shuffle=False`` to ``fit``: Keras would otherwise shuffle the batch indices across
-    all the epochs this dataset spans.
+    all the epochs this dataset spans. ``first_step``: start inside ``first_epoch`` (a run
+    resumed from a mid-epoch checkpoint).
 
     ``min_prefix > 0`` (thesis 4.2): each batch uses its own prefix length, uniform in
     ``min_prefix .. prefix`` and seeded by (seed, epoch, step) like the permutation; the batch
@@ -135,6 +136,7 @@ class TrainBatches(keras.utils.PyDataset):
         first_epoch: int,
         epochs: int,
         min_prefix: int = 0,
+        first_step: int = 0,
     ) -> None:
         super().__init__()
         if min_prefix and not 1 <= min_prefix <= prefix:
@@ -144,10 +146,15 @@ class TrainBatches(keras.utils.PyDataset):
         self.seed, self.first_epoch, self.epochs = seed, first_epoch, epochs
         self.min_prefix = min_prefix
         self.steps_per_epoch = max(1, len(self.targets) // batch_size)
+        if not 0 <= first_step < self.steps_per_epoch:
+            raise ValueError(
+                f"first_step must lie in [0, {self.steps_per_epoch}), got {first_step}."
+            )
+        self.first_step = first_step  # batches of first_epoch already trained (mid-epoch resume)
         self._cached: tuple[int, np.ndarray] | None = None
 
     def __len__(self) -> int:
-        return self.steps_per_epoch * max(0, self.epochs - self.first_epoch)
+        return self.steps_per_epoch * max(0, self.epochs - self.first_epoch) - self.first_step
 
     def permutation(self, epoch: int) -> np.ndarray:
         """The order in which epoch ``epoch`` visits the targets (indices into ``targets``)."""
@@ -159,8 +166,9 @@ class TrainBatches(keras.utils.PyDataset):
         return cached[1]
 
     def batch_targets(self, index: int) -> np.ndarray:
-        """Target positions of batch ``index`` (counted from ``first_epoch``'s first batch)."""
-        epoch, step = divmod(int(index), self.steps_per_epoch)
+        """Target positions of batch ``index`` (counted from batch ``first_step`` of
+        ``first_epoch``)."""
+        epoch, step = divmod(int(index) + self.first_step, self.steps_per_epoch)
         order = self.permutation(self.first_epoch + epoch)
         return self.targets[order[step * self.batch_size : (step + 1) * self.batch_size]]
 
@@ -168,7 +176,7 @@ class TrainBatches(keras.utils.PyDataset):
         """Prefix length of batch ``index``: ``prefix``, or drawn in ``min_prefix .. prefix``."""
         if not self.min_prefix:
             return self.prefix
-        epoch, step = divmod(int(index), self.steps_per_epoch)
+        epoch, step = divmod(int(index) + self.first_step, self.steps_per_epoch)
         rng = np.random.default_rng([int(self.seed), 7877, self.first_epoch + epoch, step])
         return int(rng.integers(self.min_prefix, self.prefix + 1))
 

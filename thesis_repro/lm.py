@@ -800,10 +800,13 @@ def run(
     from thesis_repro.training import (
         EpochCheckpoint,
         FailOnNonFiniteLoss,
+        MidEpochCheckpoint,
+        RestoreMetrics,
         distribution_summary,
         raise_if_failed,
         remove_checkpoints,
         resume,
+        resume_partial,
         save_model_atomic,
         set_seed,
     )
@@ -837,20 +840,31 @@ def run(
     record.data["hardware"].update(distribution_summary())
     set_seed(config.seed)
     model, done = resume(record, lambda: build_model(config, corpus.vocab_size, jit_compile))
+    first_step, metric_state = 0, None
+    partial = resume_partial(record, done) if done < config.epochs else None
+    if partial is not None:  # a mid-epoch checkpoint of epoch done + 1
+        model, first_step, metric_state = partial
     model.jit_compile = jit_compile  # a resumed model may come from a run with the other setting
-    batches = TrainBatches(
-        corpus.train,
-        train_targets,
-        config.order,
-        config.prefix,
-        config.batch_size,
-        config.seed,
-        done,
-        config.epochs,
-        config.min_prefix,
-    )
+
+    def train_batches(first_epoch: int, epochs: int, first_step: int = 0) -> TrainBatches:
+        return TrainBatches(
+            corpus.train,
+            train_targets,
+            config.order,
+            config.prefix,
+            config.batch_size,
+            config.seed,
+            first_epoch,
+            epochs,
+            config.min_prefix,
+            first_step,
+        )
+
+    batches = train_batches(done, config.epochs)
     if verbose:
         where = f"resuming after epoch {done}" if done else "starting"
+        if first_step:
+            where = f"resuming epoch {done + 1} after {first_step:,} updates"
         updates = batches.steps_per_epoch * (config.epochs - done)
         estimate = updates * estimate_update_seconds(config, corpus.vocab_size)
         print(
@@ -873,21 +887,30 @@ def run(
             "valid_perplexity": perplexity(m, corpus.valid, config, config.batch_size),
         }
 
-    if done < config.epochs:
+    def train(data: TrainBatches, epochs: int, steps: int, first_step: int = 0) -> None:
         model.fit(
-            batches,
-            epochs=config.epochs,
-            initial_epoch=done,
-            steps_per_epoch=batches.steps_per_epoch,
+            data,
+            epochs=epochs,
+            initial_epoch=data.first_epoch,
+            steps_per_epoch=steps,
             shuffle=False,  # TrainBatches shuffles, per epoch; Keras would mix epochs' batches
             callbacks=[
                 timer,
-                FailOnNonFiniteLoss(record, batches.steps_per_epoch),
+                RestoreMetrics(metric_state) if first_step else keras.callbacks.Callback(),
+                FailOnNonFiniteLoss(record, batches.steps_per_epoch, first_step=first_step),
+                MidEpochCheckpoint(record, first_step=first_step),
                 EpochCheckpoint(record, evaluate, verbose=verbose),
                 *callbacks,
             ],
             verbose=verbose,
         )
+
+    if first_step:  # finish the interrupted epoch first (its remaining updates only)
+        rest = batches.steps_per_epoch - first_step
+        train(train_batches(done, done + 1, first_step), done + 1, rest, first_step)
+        done += 1
+    if done < config.epochs and not record.failed:
+        train(train_batches(done, config.epochs), config.epochs, batches.steps_per_epoch)
     raise_if_failed(record)
     test = perplexity(model, corpus.test, config, config.batch_size)
     save_model_atomic(model, final_model_path(record.path))

@@ -120,6 +120,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
             print(f"{newline}epoch {epoch + 1}: {shown}", flush=True)
         path = checkpoint_path(self.record, epoch + 1)
         save_model_atomic(self.model, path)
+        drop_partial(self.record)
         self.record.log_epoch(epoch, scores, seconds=time.time() - self._epoch_start)
         if not self.keep_checkpoints:
             for older in path.parent.glob(f"{self.record.path.stem}-epoch*.keras"):
@@ -128,6 +129,92 @@ class EpochCheckpoint(keras.callbacks.Callback):
         if self.should_stop is not None and self.should_stop(scores):
             self.stopped_early = True
             self.model.stop_training = True
+
+
+#: Seconds between mid-epoch checkpoints (``MidEpochCheckpoint``); environment override for
+#: tests and slow machines.
+CHECKPOINT_SECONDS = float(os.environ.get("THESIS_REPRO_CHECKPOINT_SECONDS", 300))
+
+
+def partial_checkpoint_path(record: RunRecord) -> Path:
+    """Where the mid-epoch checkpoint of ``record``'s run lives (one at a time)."""
+    return record.path.parent / "checkpoints" / f"{record.path.stem}-partial.keras"
+
+
+def drop_partial(record: RunRecord) -> None:
+    """Forget the mid-epoch state once its epoch is complete (record entry and checkpoint)."""
+    if record.data.pop("partial", None) is not None:
+        partial_checkpoint_path(record).unlink(missing_ok=True)
+
+
+def _metric_state(model: keras.Model) -> list[list[Any]]:
+    return [[np.asarray(v).tolist() for v in m.variables] for m in model.metrics]
+
+
+class MidEpochCheckpoint(keras.callbacks.Callback):
+    """Checkpoint within an epoch every ``seconds`` (thesis-scale LM epochs last hours on a
+    CPU), so a killed run loses at most that much. The record's ``partial`` entry holds the
+    epoch being trained, the updates done in it and Keras's metric accumulators (so the epoch's
+    logged training loss is the same as without the interruption); ``resume_partial`` reads it.
+    ``first_step``: updates of the first epoch done before this ``fit`` (a resumed epoch).
+    """
+
+    def __init__(
+        self, record: RunRecord, seconds: float = CHECKPOINT_SECONDS, first_step: int = 0
+    ) -> None:
+        super().__init__()
+        self.record, self.seconds = record, seconds
+        self._offset, self._epoch = first_step, 0
+        self._last = time.time()
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch = epoch
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self._offset = 0
+        self._last = time.time()
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if time.time() - self._last < self.seconds or self.record.failed:
+            return
+        save_model_atomic(self.model, partial_checkpoint_path(self.record))
+        self.record.data["partial"] = {
+            "epoch": self._epoch + 1,
+            "steps": self._offset + batch + 1,
+            "metrics": _metric_state(self.model),
+        }
+        self.record.save()
+        self._last = time.time()
+
+
+def resume_partial(record: RunRecord, done: int) -> tuple[keras.Model, int, list] | None:
+    """The mid-epoch checkpoint of epoch ``done + 1``, if any: (model, updates done in that
+    epoch, metric accumulators); None when there is none (or it belongs to another epoch)."""
+    partial = record.data.get("partial")
+    path = partial_checkpoint_path(record)
+    if not partial or partial.get("epoch") != done + 1 or not path.exists():
+        drop_partial(record)
+        return None
+    return keras.saving.load_model(path), int(partial["steps"]), partial["metrics"]
+
+
+class RestoreMetrics(keras.callbacks.Callback):
+    """Add back Keras's metric accumulators of the updates done before a mid-epoch
+    interruption, after the resumed epoch's first update (when the compiled metrics exist), so
+    the epoch's logged means cover all its updates. The metrics here are means (a total and a
+    count each), whose accumulators add up."""
+
+    def __init__(self, state: list[list[Any]]) -> None:
+        super().__init__()
+        self.state = state
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if self.state is None:
+            return
+        for metric, values in zip(self.model.metrics, self.state, strict=True):
+            for variable, value in zip(metric.variables, values, strict=True):
+                variable.assign(variable + np.asarray(value, dtype=variable.dtype))
+        self.state = None
 
 
 def _finite(value: Any) -> bool:
@@ -148,21 +235,28 @@ class FailOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
     synchronous (under JAX, stopping from Keras's asynchronous callback thread is not safe).
     """
 
-    def __init__(self, record: RunRecord, steps_per_epoch: int, what: str = "loss") -> None:
+    def __init__(
+        self, record: RunRecord, steps_per_epoch: int, what: str = "loss", first_step: int = 0
+    ) -> None:
         super().__init__()
         self.record = record
         self.steps_per_epoch = steps_per_epoch
         self.what = what
+        self.first_step = first_step  # updates of the first epoch done before (mid-epoch resume)
         self._epoch = 0
+        self._offset = first_step
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        self._offset = 0
 
     def on_batch_end(self, batch: int, logs: dict | None = None) -> None:
         loss = (logs or {}).get("loss")
         if loss is None or _finite(loss) or self.record.failed:
             return
-        step = self._epoch * self.steps_per_epoch + batch + 1
+        step = self._epoch * self.steps_per_epoch + self._offset + batch + 1
         self.record.fail(f"{self.what} became {float(loss)} at update {step}", step)
         self.model.stop_training = True
 
@@ -203,6 +297,7 @@ def remove_checkpoints(record: RunRecord) -> None:
     folder = checkpoint_path(record, 0).parent
     for path in folder.glob(f"{record.path.stem}-epoch*.keras"):
         path.unlink(missing_ok=True)
+    partial_checkpoint_path(record).unlink(missing_ok=True)
 
 
 def use_data_parallel() -> int:
