@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -88,6 +87,7 @@ from thesis_repro.records import (
     library_versions,
     load_record,
     load_records,
+    machine,
     write_json_atomic,
 )
 
@@ -411,14 +411,7 @@ def record_path(config: dict[str, Any], results_dir: Path) -> Path:
 
 def _hardware() -> dict[str, Any]:
     """Where a record was made (NumPy only: no Keras backend or accelerator involved)."""
-    return {
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "system": platform.platform(),
-        "backend": "numpy",
-        "device": "cpu",
-    }
+    return {**machine(), "backend": "numpy", "device": "cpu"}
 
 
 def load_baselines(results_dir: Path, corpus: str) -> list[dict[str, Any]]:

@@ -77,15 +77,19 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def hardware() -> dict[str, Any]:
-    """What machine produced a result, and on what: Keras backend, device, dtype policy."""
+def machine() -> dict[str, Any]:
+    """The machine: architecture, processor, CPUs, system."""
     return {
         "machine": platform.machine(),
         "processor": platform.processor() or platform.machine(),
         "cpus": os.cpu_count(),
         "system": platform.platform(),
-        **compute_device(),
     }
+
+
+def hardware() -> dict[str, Any]:
+    """What machine produced a result, and on what: Keras backend, device, dtype policy."""
+    return {**machine(), **compute_device()}
 
 
 def compute_device() -> dict[str, str]:
