@@ -98,6 +98,10 @@ FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # KenLM's --discount_fallback
 METHOD = "interpolated modified Kneser-Ney (Chen & Goodman 1998), no cut-offs"
 #: Published KN test perplexities, sentence-bounded (Mikolov 2012, Table 4.1; PTB, SRILM).
 LITERATURE: dict[str, dict[int, float]] = {"ptb": {3: 148.3, 5: 141.2}}
+#: The other models published on the same PTB split (Mikolov 2012, Table 4.1), for the note.
+LITERATURE_OTHERS: dict[str, str] = {
+    "ptb": "Good-Turing 5-gram 162.3, feed-forward NNLM 140.2 / 141.8, RNNLM 124.7"
+}
 #: What a KN record shares with the neural runs whose table rows it joins.
 SHARED_SETTINGS = ("corpus", "max_words", "min_count", "tokenizer", "first_target")
 
@@ -519,6 +523,8 @@ def table_note(baselines: Sequence[dict[str, Any]]) -> str:
                 + ")"
             )
         text += "."
+    if corpus in LITERATURE_OTHERS:
+        text += f" Also published on this split (same table): {LITERATURE_OTHERS[corpus]}."
     commands = sorted({b.get("command", "?") for b in baselines})
     return text + " Produced by: " + "; ".join(f"`{c}`" for c in commands)
 
