@@ -196,9 +196,16 @@ def test_ctrl_c_ends_with_one_message_on_its_own_line(tmp_path):
     process = subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.time() + 120
-    while time.time() < deadline and not list(tmp_path.rglob("checkpoints/*.keras")):
-        time.sleep(0.1)
+
+    def epochs_logged() -> int:
+        try:
+            return len(json.loads(next(tmp_path.rglob("*.json")).read_text())["epochs"])
+        except (StopIteration, json.JSONDecodeError, KeyError):
+            return 0
+
+    deadline = time.time() + 300
+    while time.time() < deadline and not epochs_logged():
+        time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err[-2000:]
