@@ -887,12 +887,15 @@ def run(
             "valid_perplexity": perplexity(m, corpus.valid, config, config.batch_size),
         }
 
-    def train(data: TrainBatches, epochs: int, steps: int, first_step: int = 0) -> None:
+    def train(data: TrainBatches) -> None:
+        """``fit`` over ``data``'s epochs; a ``data.first_step`` > 0 makes its one epoch the
+        rest of an interrupted epoch."""
+        first_step = data.first_step
         model.fit(
             data,
-            epochs=epochs,
+            epochs=data.epochs,
             initial_epoch=data.first_epoch,
-            steps_per_epoch=steps,
+            steps_per_epoch=data.steps_per_epoch - first_step,
             shuffle=False,  # TrainBatches shuffles, per epoch; Keras would mix epochs' batches
             callbacks=[
                 timer,
@@ -906,11 +909,10 @@ def run(
         )
 
     if first_step:  # finish the interrupted epoch first (its remaining updates only)
-        rest = batches.steps_per_epoch - first_step
-        train(train_batches(done, done + 1, first_step), done + 1, rest, first_step)
+        train(train_batches(done, done + 1, first_step))
         done += 1
     if done < config.epochs and not record.failed:
-        train(train_batches(done, config.epochs), config.epochs, batches.steps_per_epoch)
+        train(train_batches(done, config.epochs))
     raise_if_failed(record)
     test = perplexity(model, corpus.test, config, config.batch_size)
     save_model_atomic(model, final_model_path(record.path))
