@@ -592,12 +592,16 @@ def table_baselines(
     results_dir: Path = RESULTS_DIR,
     orders: Sequence[int] = ORDERS,
     progress: bool = True,
+    force: bool = False,
 ) -> list[dict[str, Any]]:
-    """The KN rows of ``table`` under ``preset``: one record per order (finished ones are kept),
-    on the corpus exactly as the table's neural runs prepare it."""
+    """The KN rows of ``table`` under ``preset``: one record per order (finished ones are kept
+    unless ``force``), on the corpus exactly as the table's neural runs prepare it."""
     config = lm.make_config(source, preset, table=table)
     corpus = lm.load_lm_corpus(source, config, progress=progress)
-    return [run_baseline(corpus, config, order, results_dir, progress=progress) for order in orders]
+    return [
+        run_baseline(corpus, config, order, results_dir, force=force, progress=progress)
+        for order in dict.fromkeys(orders)
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -608,15 +612,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = lm.resolve_corpus(args.corpus, name, os.environ.get(lm.DATA_ENV))
         if source.synthetic and not args.quiet:
             print(lm.SYNTHETIC_NOTICE, flush=True)
-        config = lm.make_config(source, args.preset, table=args.table)
-        corpus = lm.load_lm_corpus(source, config, progress=not args.quiet)
-        for order in dict.fromkeys(args.order):
-            record = run_baseline(
-                corpus, config, order, args.results, force=args.force, progress=not args.quiet
-            )
-            s = record["summary"]
+        records = table_baselines(
+            args.table, source, args.preset, args.results, args.order, not args.quiet, args.force
+        )
+        for record in records:
+            s, order = record["summary"], record["config"]["order"]
             line = (
-                f"KN{order} on {source.name} (V = {corpus.vocab_size:,}): valid "
+                f"KN{order} on {source.name} (V = {record['corpus']['vocab_size']:,}): valid "
                 f"{s['valid_perplexity']:.2f}, test {s['test_perplexity']:.2f}"
             )
             if "sentence_bounded" in s:
