@@ -18,6 +18,7 @@ import pytest
 
 import thesis_repro.__main__ as top
 from thesis_repro import addition, ffattention, lm
+from thesis_repro.files import write_json_atomic
 from thesis_repro.records import (
     CorruptRecord,
     RunConflict,
@@ -25,7 +26,6 @@ from thesis_repro.records import (
     load_record,
     load_records,
     lock_path,
-    write_json_atomic,
 )
 
 ROOT = Path(__file__).resolve().parents[1]

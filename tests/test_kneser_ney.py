@@ -18,8 +18,8 @@ import pytest
 
 from thesis_repro import kneser_ney as kn
 from thesis_repro import lm
+from thesis_repro.files import write_json_atomic
 from thesis_repro.kneser_ney import PAD
-from thesis_repro.records import write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1]
 A, B, C, D = 0, 1, 2, 3  # word ids of the tiny corpus; D never occurs in training

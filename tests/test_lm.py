@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from thesis_repro import lm, lm_tables
+from thesis_repro.files import temporary_name
 from thesis_repro.language_models import (
     DECAYED_LAYERS,
     ScoreBatches,
@@ -576,8 +577,8 @@ def test_kill_9_then_rerun_resumes(tmp_path: Path) -> None:
     assert path.with_name(path.name + ".lock").exists(), "the killed process's lock stays"
     # What a kill in the middle of a save leaves behind: a half-written checkpoint and record.
     leftovers = [
-        folder / "checkpoints" / f".{path.stem}-epoch9.12345.tmp.keras",
-        folder / f".{path.name}.x1y2.tmp",
+        temporary_name(folder / "checkpoints" / f"{path.stem}-epoch9.keras"),
+        temporary_name(path),
     ]
     for leftover in leftovers:
         leftover.write_bytes(b"")

@@ -29,6 +29,7 @@ from thesis_repro.attention_examples import (
     summarise_examples,
     weight_by_distance,
 )
+from thesis_repro.files import write_json_atomic
 from thesis_repro.language_models import (
     PAD_ID,
     PrefixAttentionPooling,
@@ -41,7 +42,7 @@ from thesis_repro.language_models import (
     sentence_starts,
     window_inputs,
 )
-from thesis_repro.records import RunRecord, write_json_atomic
+from thesis_repro.records import RunRecord
 
 V, S, H = 40, 6, 7
 

@@ -85,6 +85,7 @@ def test_lm_grid_with_two_jobs_trains_every_run_once(tmp_path):
 
 
 def test_leftovers_of_a_killed_process_are_removed_and_only_those(tmp_path):
+    from thesis_repro.files import temporary_name
     from thesis_repro.training import checkpoint_path, remove_leftovers
 
     record = RunRecord(tmp_path / "run.json", {"a": 1}).start()
@@ -94,9 +95,9 @@ def test_leftovers_of_a_killed_process_are_removed_and_only_those(tmp_path):
     kept.write_bytes(b"a real checkpoint")
     other = kept.with_name(".other-run-epoch1.99.tmp.keras")  # another run's: not ours to touch
     leftovers = [
-        kept.with_name(".run-epoch2.12345.tmp.keras"),
-        kept.with_name(".run-epoch2.tmp.keras"),  # the name older versions used
-        tmp_path / ".run.json.abc123.tmp",
+        temporary_name(kept.with_name("run-epoch2.keras")),
+        temporary_name(kept.with_name("run.keras")),  # the final model's
+        temporary_name(record.path),
     ]
     for path in [other, *leftovers]:
         path.write_bytes(b"")
@@ -172,7 +173,7 @@ def test_a_training_command_prints_no_native_library_noise(tmp_path):
 def test_single_runs_default_to_runs_and_grids_to_results():
     from thesis_repro import addition, ffattention, lm
     from thesis_repro.cli import results_folder
-    from thesis_repro.records import RESULTS_DIR, RUNS_DIR
+    from thesis_repro.settings import RESULTS_DIR, RUNS_DIR
 
     assert results_folder("run", None) == RUNS_DIR and results_folder("grid", None) == RESULTS_DIR
     assert results_folder("run", Path("x")) == Path("x")

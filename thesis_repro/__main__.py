@@ -39,14 +39,9 @@ from types import ModuleType
 from typing import Any
 
 from thesis_repro.cli import Parser, interrupted
-from thesis_repro.records import (
-    RESULTS_DIR,
-    CorruptRecord,
-    RunConflict,
-    RunFailed,
-    grid_failures,
-)
+from thesis_repro.records import CorruptRecord, RunConflict, RunFailed, grid_failures
 from thesis_repro.report import write_report
+from thesis_repro.settings import DATA_ENV, RESULTS_DIR
 
 PRESETS = ("smoke", "cpu", "paper")
 LM_TABLES = (
@@ -54,7 +49,6 @@ LM_TABLES = (
     *("future-prefix", "future-position", "future-prefix-ptb", "future-position-ptb"),  # 4.2
 )
 KN_TABLES = ("3.1", "3.2", "ptb")  # tables with Kneser-Ney rows (thesis_repro.kneser_ney)
-DATA_ENV = "THESIS_REPRO_DATA"
 
 
 def _experiment(name: str) -> ModuleType | None:

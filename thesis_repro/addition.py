@@ -58,7 +58,6 @@ import numpy as np
 
 from thesis_repro import tasks
 from thesis_repro.cli import (
-    FIGURES_DIR,
     experiment_parser,
     int_at_least,
     positive_float,
@@ -69,7 +68,6 @@ from thesis_repro.cli import (
 )
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
-    RESULTS_DIR,
     CorruptRecord,
     RunBusy,
     RunConflict,
@@ -85,6 +83,7 @@ from thesis_repro.records import (
     warn_corrupt,
 )
 from thesis_repro.runner import add_jobs_option, run_jobs, walk_grid
+from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 EXPERIMENT = "addition"
 MODELS = ("lstm", "gated-pretrained", "gated-joint")

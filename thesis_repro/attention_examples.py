@@ -351,7 +351,8 @@ def make_examples(
     finished (or whose final model is gone) are skipped with a one-line note, and so are those
     whose records exist, unless ``force``."""
     from thesis_repro import lm
-    from thesis_repro.records import command_line, load_record, write_json_atomic
+    from thesis_repro.files import write_json_atomic
+    from thesis_repro.records import command_line, load_record
 
     written = []
     suffix = "" if preset == "cpu" else f"_{preset}"

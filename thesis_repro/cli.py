@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from thesis_repro.records import RESULTS_DIR, RUNS_DIR
+from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR, RUNS_DIR
 
-FIGURES_DIR = Path("figures")
 #: Largest seed: Keras seeds NumPy's legacy generator, which takes 0 .. 2**32 - 1.
 MAX_SEED = 2**32 - 1
 

@@ -41,7 +41,6 @@ import numpy as np
 
 from thesis_repro import tasks
 from thesis_repro.cli import (
-    FIGURES_DIR,
     experiment_parser,
     int_at_least,
     positive_float,
@@ -52,7 +51,6 @@ from thesis_repro.cli import (
 )
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
-    RESULTS_DIR,
     CorruptRecord,
     RunBusy,
     RunConflict,
@@ -67,6 +65,7 @@ from thesis_repro.records import (
     split_failed,
 )
 from thesis_repro.runner import add_data_parallel_option, add_jobs_option, run_jobs, walk_grid
+from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 from thesis_repro.training import use_data_parallel
 
 EXPERIMENT = "ffattention"

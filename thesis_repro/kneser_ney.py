@@ -80,16 +80,16 @@ import numpy as np
 from thesis_repro import lm
 from thesis_repro.cli import Parser, int_at_least, run_main
 from thesis_repro.corpus import EOS, Corpus, CorpusError
+from thesis_repro.files import write_json_atomic
 from thesis_repro.records import (
-    RESULTS_DIR,
     CorruptRecord,
     command_line,
     library_versions,
     load_record,
     load_records,
     machine,
-    write_json_atomic,
 )
+from thesis_repro.settings import DATA_ENV, RESULTS_DIR
 
 EXPERIMENT = "kneser-ney"
 PAD = -1  # "no word": an n-gram through it does not exist (stream start, sentence boundaries)
@@ -570,10 +570,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--corpus",
         metavar="PATH",
-        help=f"corpus file or folder (default: ${lm.DATA_ENV}/<the table's corpus>; neither: the "
+        help=f"corpus file or folder (default: ${DATA_ENV}/<the table's corpus>; neither: the "
         "synthetic corpus)",
     )
-    p.add_argument("--corpus-name", metavar="NAME", help=f"corpus inside ${lm.DATA_ENV}")
+    p.add_argument("--corpus-name", metavar="NAME", help=f"corpus inside ${DATA_ENV}")
     p.add_argument(
         "--results",
         type=Path,
@@ -609,7 +609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         name = args.corpus_name or lm.table_corpus_name(args.table)
-        source = lm.resolve_corpus(args.corpus, name, os.environ.get(lm.DATA_ENV))
+        source = lm.resolve_corpus(args.corpus, name, os.environ.get(DATA_ENV))
         if source.synthetic and not args.quiet:
             print(lm.SYNTHETIC_NOTICE, flush=True)
         records = table_baselines(

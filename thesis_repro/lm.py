@@ -84,9 +84,8 @@ import numpy as np
 
 from thesis_repro.cli import MAX_SEED, Parser, interrupted, positive_int, seed_int
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus
+from thesis_repro.files import write_json_atomic
 from thesis_repro.records import (
-    RESULTS_DIR,
-    RUNS_DIR,
     CorruptRecord,
     RunBusy,
     RunFailed,
@@ -95,16 +94,14 @@ from thesis_repro.records import (
     compute_device,
     grid_failures,
     load_record,
-    write_json_atomic,
 )
 from thesis_repro.runner import add_data_parallel_option, add_jobs_option, run_jobs, walk_grid
+from thesis_repro.settings import DATA_ENV, FIGURES_DIR, RESULTS_DIR, RUNS_DIR
 
 EXPERIMENT = "lm"
 FIRST_TARGET = 9  # first scored position of each part: the 10-gram's (and 5-gram + 5's) context
-DATA_ENV = "THESIS_REPRO_DATA"
 DEFAULT_CORPUS_NAME = "eltec-pol"
 SYNTHETIC = "synthetic"
-FIGURES_DIR = Path("figures")
 HISTORY_CAP = 200  # most prefix words of a "sentence" evaluation (thesis 4.2)
 SENTENCE = "sentence"  # eval prefix: back to the previous <eos>, at most HISTORY_CAP words
 EVAL_PREFIXES: tuple[int | str, ...] = (2, 5, 10, 20, 50, SENTENCE)  # thesis 4.2 columns

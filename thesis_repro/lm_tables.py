@@ -28,7 +28,6 @@ import numpy as np
 from thesis_repro import kneser_ney
 from thesis_repro.lm import (
     EXPERIMENT,
-    FIGURES_DIR,
     FUTURE_TABLES,
     HISTORY_CAP,
     SENTENCE,
@@ -41,13 +40,8 @@ from thesis_repro.lm import (
     preset_config,
 )
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import (
-    RESULTS_DIR,
-    failed_note,
-    load_records,
-    produced_by,
-    split_failed,
-)
+from thesis_repro.records import failed_note, load_records, produced_by, split_failed
+from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 _GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
 ModelKey = tuple[int, int, int, str]  # order, prefix, min_prefix, position_aware

@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from thesis_repro.files import atomic_path
+
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the non-interactive Agg backend (works without a display)."""
@@ -23,10 +25,10 @@ def save_figure(fig: Any, path: str | os.PathLike) -> Path:
     PDFs carry no creation date, so re-rendering unchanged records leaves the files unchanged.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     metadata = {"CreationDate": None} if path.suffix.lower() == ".pdf" else None
-    fig.savefig(tmp, metadata=metadata)
-    os.replace(tmp, path)
-    pyplot().close(fig)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, metadata=metadata, format=path.suffix.lstrip(".") or None)
+    finally:
+        pyplot().close(fig)
     return path

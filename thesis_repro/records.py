@@ -27,42 +27,13 @@ import os
 import platform
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-RESULTS_DIR = Path(os.environ.get("THESIS_REPRO_RESULTS", "results"))
-#: Where single ad-hoc runs (``run``/``train`` commands) write unless ``--results`` is given, so
-#: that only grids write into the committed tree (``runs/`` is git-ignored).
-RUNS_DIR = Path(os.environ.get("THESIS_REPRO_RUNS", "runs"))
-#: Set for the workers of ``--jobs``: the command the user typed (what their records store).
-COMMAND_ENV = "THESIS_REPRO_COMMAND"
-
-
-def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` via a temp file and ``os.replace`` (never half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(obj, handle, indent=1, sort_keys=False, default=_json_default)
-            handle.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; records are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):  # NumPy scalars
-        return value.item()
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+from thesis_repro.files import write_json_atomic
+from thesis_repro.settings import COMMAND_ENV
 
 
 def library_versions() -> dict[str, str]:

@@ -20,14 +20,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from thesis_repro.records import (
-    RESULTS_DIR,
-    failed_note,
-    hardware,
-    library_versions,
-    load_records,
-    split_failed,
-)
+from thesis_repro.records import failed_note, hardware, library_versions, load_records, split_failed
+from thesis_repro.settings import RESULTS_DIR
 
 EXPERIMENTS = ("ffattention", "addition", "lm")
 TITLES = {

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from thesis_repro.cli import positive_int
-from thesis_repro.records import COMMAND_ENV, RunBusy, RunFailed
+from thesis_repro.records import RunBusy, RunFailed
+from thesis_repro.settings import COMMAND_ENV
 
 Config = TypeVar("Config")
 

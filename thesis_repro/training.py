@@ -16,7 +16,6 @@ the run finish.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +24,9 @@ from typing import Any
 import keras
 import numpy as np
 
+from thesis_repro.files import atomic_path
 from thesis_repro.records import RunFailed, RunRecord
+from thesis_repro.settings import CHECKPOINT_SECONDS
 
 BatchFn = Callable[[np.random.Generator], tuple[Any, Any]]
 
@@ -129,11 +130,6 @@ class EpochCheckpoint(keras.callbacks.Callback):
         if self.should_stop is not None and self.should_stop(scores):
             self.stopped_early = True
             self.model.stop_training = True
-
-
-#: Seconds between mid-epoch checkpoints (``MidEpochCheckpoint``); environment override for
-#: tests and slow machines.
-CHECKPOINT_SECONDS = float(os.environ.get("THESIS_REPRO_CHECKPOINT_SECONDS", 300))
 
 
 def partial_checkpoint_path(record: RunRecord) -> Path:
@@ -269,15 +265,10 @@ def raise_if_failed(record: RunRecord) -> None:
 
 
 def save_model_atomic(model: keras.Model, path: Path) -> None:
-    """``model.save`` to a temporary name of this process, then rename: a kill never leaves a
-    broken file, and two processes never write the same temporary file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.keras")
-    try:
+    """``model.save`` through :func:`files.atomic_path`: a kill never leaves a broken file, and
+    two processes never write the same temporary file."""
+    with atomic_path(path) as tmp:
         model.save(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def remove_leftovers(record: RunRecord) -> list[Path]:
@@ -286,7 +277,7 @@ def remove_leftovers(record: RunRecord) -> list[Path]:
     folder = checkpoint_path(record, 0).parent
     stem = record.path.stem
     leftovers = [*folder.glob(f".{stem}-epoch*.tmp.keras"), *folder.glob(f".{stem}.*.tmp.keras")]
-    leftovers += record.path.parent.glob(f".{record.path.name}.*.tmp")
+    leftovers += record.path.parent.glob(f".{stem}.*.tmp.json")
     for path in leftovers:
         path.unlink(missing_ok=True)
     return leftovers

@@ -1,0 +1,52 @@
+"""Every path and environment variable the package reads, in one place.
+
+=================================  ============================================================
+``THESIS_REPRO_RESULTS``           records of the grids (default ``results/``, committed)
+``THESIS_REPRO_RUNS``              records of single ad-hoc runs (default ``runs/``, git-ignored)
+``THESIS_REPRO_DATA``              folder of the real corpora (``eltec-pol/``, ``ptb/``)
+``THESIS_REPRO_CACHE``             prepared-corpus cache (default ``~/.cache/thesis_repro``)
+``THESIS_REPRO_CHECKPOINT_SECONDS``  seconds between mid-epoch checkpoints (default 300)
+``THESIS_REPRO_COMMAND``           set for the workers of ``--jobs``: the command the user typed
+``THESIS_REPRO_SHOW_IMPORT_LOGS``  ``1``: show the backends' native start-up logs
+=================================  ============================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+RESULTS_ENV = "THESIS_REPRO_RESULTS"
+RUNS_ENV = "THESIS_REPRO_RUNS"
+DATA_ENV = "THESIS_REPRO_DATA"
+CACHE_ENV = "THESIS_REPRO_CACHE"
+CHECKPOINT_SECONDS_ENV = "THESIS_REPRO_CHECKPOINT_SECONDS"
+COMMAND_ENV = "THESIS_REPRO_COMMAND"
+SHOW_IMPORT_LOGS_ENV = "THESIS_REPRO_SHOW_IMPORT_LOGS"
+
+#: Records of the grids: what the tables are rendered from.
+RESULTS_DIR = Path(os.environ.get(RESULTS_ENV, "results"))
+#: Where single ad-hoc runs (``run``/``train`` commands) write unless ``--results`` is given, so
+#: that only grids write into the committed tree (``runs/`` is git-ignored).
+RUNS_DIR = Path(os.environ.get(RUNS_ENV, "runs"))
+#: Rendered figures (PDF).
+FIGURES_DIR = Path("figures")
+REPORT_PATH = Path("REPORT.md")
+README_PATH = Path("README.md")
+#: Seconds between mid-epoch checkpoints (``training.MidEpochCheckpoint``).
+CHECKPOINT_SECONDS = float(os.environ.get(CHECKPOINT_SECONDS_ENV, 300))
+
+
+def data_dir() -> str | None:
+    """``$THESIS_REPRO_DATA`` (the corpora's folder), or None when unset."""
+    return os.environ.get(DATA_ENV) or None
+
+
+def cache_dir() -> Path:
+    """``$THESIS_REPRO_CACHE`` if set, else ``~/.cache/thesis_repro``."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "thesis_repro"
+
+
+def show_import_logs() -> bool:
+    return os.environ.get(SHOW_IMPORT_LOGS_ENV) == "1"
