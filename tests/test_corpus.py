@@ -20,6 +20,8 @@ import pytest
 
 from thesis_repro import corpus as C
 from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corpus, tokenize
+from thesis_repro.corpus import prepare as P
+from thesis_repro.corpus import text as T
 
 _WRITERS = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
 
@@ -262,7 +264,7 @@ def test_cache_hit_does_not_retokenise(tmp_path: Path, monkeypatch: pytest.Monke
     first = load(path, cache, min_count=1)
     assert first.cache_file and Path(first.cache_file).is_file()
     assert cache_files(cache) == [Path(first.cache_file).name]
-    monkeypatch.setattr(C, "_make_tokenizer", _raise_tokenizer)
+    monkeypatch.setattr(P, "make_tokenizer", _raise_tokenizer)
     second = load(path, cache, min_count=1)
     assert second.vocab == first.vocab and second.settings == first.settings
     assert second.source == first.source
@@ -291,16 +293,16 @@ def test_cache_key_depends_on_file_and_settings(tmp_path: Path) -> None:
         "eos": "<eos>",
         "split": [6.0, 0.5, 0.5],
     }
-    key = C._cache_file(tmp_path, path, base)
-    assert C._cache_file(tmp_path, path, dict(base)) == key
+    key = P._cache_file(tmp_path, path, base)
+    assert P._cache_file(tmp_path, path, dict(base)) == key
     for name, value in [("tokenizer", "whitespace"), ("max_words", 7), ("split", [8, 1, 1])]:
-        assert C._cache_file(tmp_path, path, {**base, name: value}) != key
+        assert P._cache_file(tmp_path, path, {**base, name: value}) != key
     st = path.stat()
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # touched -> new key
-    assert C._cache_file(tmp_path, path, base) != key
+    assert P._cache_file(tmp_path, path, base) != key
     other = write_text(tmp_path / "sub" / "a.txt", block_text(700))
     os.utime(other, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns))
-    assert C._cache_file(tmp_path, other, base) != C._cache_file(tmp_path, path, base)
+    assert P._cache_file(tmp_path, other, base) != P._cache_file(tmp_path, path, base)
 
 
 def test_failure_mid_preparation_leaves_no_cache(
@@ -308,7 +310,7 @@ def test_failure_mid_preparation_leaves_no_cache(
 ) -> None:
     path = write_text(tmp_path / "blocks.txt", block_text(700))
     cache = tmp_path / "cache"
-    real = C._make_tokenizer
+    real = T.make_tokenizer
 
     def failing_tokenizer(*args, **kwargs):
         tok = real(*args, **kwargs)
@@ -322,7 +324,7 @@ def test_failure_mid_preparation_leaves_no_cache(
 
         return f
 
-    monkeypatch.setattr(C, "_make_tokenizer", failing_tokenizer)
+    monkeypatch.setattr(P, "make_tokenizer", failing_tokenizer)
     with pytest.raises(KeyboardInterrupt):
         load(path, cache)
     assert cache_files(cache) == []
@@ -338,7 +340,7 @@ def test_failure_while_writing_cache_leaves_no_file(
         f.write(b"PK\x03\x04 half a zip")
         raise OSError("disk full")
 
-    monkeypatch.setattr(C.np, "savez", broken_savez)
+    monkeypatch.setattr(P.np, "savez", broken_savez)
     with pytest.raises(OSError, match="disk full"):
         load(path, cache, min_count=1)
     assert cache_files(cache) == []
@@ -370,7 +372,7 @@ def test_default_cache_dir_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_progress_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    monkeypatch.setattr(C, "PROGRESS_EVERY", 200)
+    monkeypatch.setattr(P, "PROGRESS_EVERY", 200)
     path = write_text(tmp_path / "blocks.txt", block_text(700))
     load_corpus(path, cache_dir=tmp_path / "cache", progress=True, min_count=1)
     err = capsys.readouterr().err
