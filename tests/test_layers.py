@@ -15,6 +15,7 @@ from thesis_repro.layers import (
     AttentionPooling,
     ChunkedFeedForwardPooling,
     MeanPooling,
+    PrefixAttentionPooling,
     scaled_sigmoid,
 )
 
@@ -368,8 +369,6 @@ def test_importing_the_package_registers_every_custom_layer(rng, tmp_path):
     thesis_repro`` alone (no import of ``thesis_repro.layers``)."""
     import subprocess
     import sys
-
-    from thesis_repro.language_models import PrefixAttentionPooling
 
     x_in, n_in = keras.Input((None, 2)), keras.Input((), dtype="int32")
     h = ChunkedFeedForwardPooling(3, chunk_size=4)(x_in, lengths=n_in)

@@ -43,20 +43,20 @@ Future work of thesis 4.2, both as options of the same model:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import keras
 import numpy as np
-from keras import ops
 
-from thesis_repro.layers import PACKAGE, AttentionPooling, masked_softmax, sequence_mask
+from thesis_repro.layers import (
+    POSITION_AWARE,  # noqa: F401  (re-exported: language_models.POSITION_AWARE)
+    PrefixAttentionPooling,
+)
 
 EMBEDDING_DIM = 100  # S, thesis 3.2.2
 HIDDEN = 200  # H, thesis 3.2.2
 WEIGHT_DECAY = 1e-5  # thesis 3.2.2, on W_mh and W_hl
 DECAYED_LAYERS = ("W_mh", "W_hl")  # the only weights with weight decay
 PAD_ID = 0
-POSITION_AWARE = ("none", "bias", "embedding")  # thesis 4.2: how attention sees distance
 
 
 def window_inputs(
@@ -221,85 +221,6 @@ class ScoreBatches(keras.utils.PyDataset):
             chosen = np.concatenate([chosen, np.full(self.batch_size - len(chosen), chosen[-1])])
         x = window_inputs(self.tokens, chosen, self.order, self.prefix, self.starts)
         return x, self.tokens[chosen], weight
-
-
-@keras.saving.register_keras_serializable(package=PACKAGE)
-class PrefixAttentionPooling(AttentionPooling):
-    """Attention over the prefix (thesis 2.2.2), optionally aware of distance (thesis 4.2).
-
-    The prefix comes nearest word first, so step ``j`` is the word ``n + j`` positions before
-    the predicted one. ``prefix`` is the trained prefix length p: distances seen in training are
-    ``j = 0 .. p-1``; longer prefixes reuse the parameter of ``j = p-1`` (clipped), so the layer
-    accepts any length T. ``position_aware``:
-
-    - ``"none"``: ``AttentionPooling`` exactly (``e_j = tanh(W_hc h_j + b_hc)``, ``alpha =
-      softmax(e)``, ``c = sum_j alpha_j h_j``), the thesis's model.
-    - ``"bias"`` (the primary method): ``e_j = tanh(W_hc h_j + b_hc) + beta_{min(j, p-1)}``,
-      one learned scalar per distance (weight ``distance_bias``, shape (p,), zeros at start).
-      Why: ``alpha_j ~ exp(beta_j) exp(content energy)``, so ``beta`` is a learned log-prior
-      over distances multiplied into the content attention -- interpretable (plot ``beta``),
-      p parameters, and it is added outside the tanh, so position can outweigh the content
-      energies (which the tanh bounds to [-1, 1], a weight ratio of at most e^2). ``c`` stays a
-      convex combination of the same word features h_j, and with ``beta = 0`` the model is
-      the thesis's, so plain and position-aware runs differ only in this term. Clipping keeps
-      it defined at distances never trained. Caveat: like ``W_hc``, ``beta`` learns only as
-      fast as the content attention does; under the thesis's plain SGD its gradients start
-      near 1e-6 (the prefix words' h_j barely differ at initialisation), so it needs many
-      updates to move.
-    - ``"embedding"``: ``h'_j = h_j + P_{min(j, p-1)}`` (weight ``distance_embedding``,
-      shape (p, S), zeros at start) and the thesis's attention over ``h'``; this also moves
-      the context vector ``c = sum_j alpha_j h'_j`` (the head sees the weighted distances),
-      and ``P`` gets the gradient of ``c`` directly, so it moves from the first updates.
-
-    With ``return_attention=True`` returns ``(c, alpha, e)``, ``e`` including the bias.
-    """
-
-    def __init__(self, prefix: int, position_aware: str = "none", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if position_aware not in POSITION_AWARE:
-            raise ValueError(
-                f"position_aware must be one of {POSITION_AWARE}, got {position_aware!r}."
-            )
-        if prefix < 1:
-            raise ValueError(f"prefix must be at least 1, got {prefix}.")
-        self.prefix = int(prefix)
-        self.position_aware = position_aware
-
-    def build(self, input_shape: tuple) -> None:
-        super().build(input_shape)
-        if self.position_aware == "bias":
-            self.distance_bias = self.add_weight(
-                name="distance_bias", shape=(self.prefix,), initializer="zeros"
-            )
-        elif self.position_aware == "embedding":
-            self.distance_embedding = self.add_weight(
-                name="distance_embedding", shape=(self.prefix, input_shape[-1]), initializer="zeros"
-            )
-
-    def distance_index(self, steps: Any) -> Any:
-        """``min(j, p-1)`` for ``j = 0 .. steps-1``: which distance parameter step j uses."""
-        return ops.minimum(ops.arange(steps), self.prefix - 1)
-
-    def call(self, h: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
-        if self.position_aware == "none":
-            return super().call(h, mask=mask, lengths=lengths)
-        steps = h.shape[1] if h.shape[1] is not None else ops.shape(h)[1]
-        index = self.distance_index(steps)
-        if self.position_aware == "embedding":
-            h = h + ops.expand_dims(ops.take(self.distance_embedding, index, axis=0), 0)
-        e = self.energies(h)
-        if self.position_aware == "bias":
-            e = e + ops.expand_dims(ops.take(self.distance_bias, index, axis=0), 0)
-        alpha = masked_softmax(e, sequence_mask(steps, mask, lengths))
-        c = ops.einsum("bt,btd->bd", alpha, h)
-        return (c, alpha, e) if self.return_attention else c
-
-    def get_config(self) -> dict:
-        return {
-            **super().get_config(),
-            "prefix": self.prefix,
-            "position_aware": self.position_aware,
-        }
 
 
 def _head(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Literal
 
 import keras
 
@@ -17,9 +17,9 @@ from thesis_repro.layers import (
     AttentionGatedLSTM,
     AttentionPooling,
     ChunkedFeedForwardPooling,
+    LengthMask,
     MeanPooling,
     scaled_sigmoid,
-    sequence_mask,
 )
 
 Pooling = Literal["attention", "mean"]
@@ -136,17 +136,6 @@ def thesis_reinitialize(model: keras.Model, seed: int | None = None) -> keras.Mo
             init = normal_output_dim(kernel.shape[-1], None if seed is None else seed * 100 + index)
             kernel.assign(init(kernel.shape))
     return model
-
-
-@keras.saving.register_keras_serializable(package="thesis_repro")
-class LengthMask(keras.layers.Layer):
-    """Boolean (batch, T) mask, True on the first ``lengths[b]`` steps of each sequence."""
-
-    def call(self, x: keras.KerasTensor, lengths: keras.KerasTensor) -> keras.KerasTensor:
-        return sequence_mask(keras.ops.shape(x)[1], lengths=lengths)
-
-    def compute_output_spec(self, x: keras.KerasTensor, lengths: keras.KerasTensor) -> Any:
-        return keras.KerasTensor(tuple(x.shape[:2]), dtype="bool")
 
 
 def _thesis_inputs(features: int) -> tuple[keras.KerasTensor, keras.KerasTensor]:
