@@ -10,17 +10,19 @@
 - ``AttentionGatedLSTMCell`` / ``AttentionGatedLSTM``: the LSTM of thesis 2.1.2 whose input gate
   receives an external attention energy e_t.
 - ``sequence_mask``, ``masked_softmax``, ``LengthMask``: which steps of a padded batch count.
+- ``leaky_relu`` (slope 0.01) and ``normal_fan_in``: the papers' non-linearity and initialisation.
 
 Where they live: ``pooling`` (attention, mean and prefix pooling), ``fused_pooling`` (the chunked
 layer and its TensorFlow/JAX kernels), ``gated_lstm`` (scaled sigmoid, gated LSTM), ``masking``
-(masks, masked softmax); ``_common`` holds helpers the modules share. Import from
-``thesis_repro.layers`` itself.
+(masks, masked softmax), ``activations`` (leaky ReLU, initialiser); ``_common`` holds helpers
+the modules share. Import from ``thesis_repro.layers`` itself.
 
 All layers are registered under the Keras package name ``thesis_repro`` (``PACKAGE``) so that
 models using them save to and load from ``.keras`` files.
 """
 
 from thesis_repro.layers._common import PACKAGE
+from thesis_repro.layers.activations import LEAKY_SLOPE, leaky_relu, normal_fan_in
 from thesis_repro.layers.fused_pooling import ChunkedFeedForwardPooling
 from thesis_repro.layers.gated_lstm import (
     SCALED_SIGMOID_SCALE,
@@ -38,6 +40,7 @@ from thesis_repro.layers.pooling import (
 )
 
 __all__ = [
+    "LEAKY_SLOPE",
     "PACKAGE",
     "POSITION_AWARE",
     "SCALED_SIGMOID_SCALE",
@@ -49,7 +52,9 @@ __all__ = [
     "LengthMask",
     "MeanPooling",
     "PrefixAttentionPooling",
+    "leaky_relu",
     "masked_softmax",
+    "normal_fan_in",
     "scaled_sigmoid",
     "sequence_mask",
 ]
