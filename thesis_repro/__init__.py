@@ -3,11 +3,11 @@
 Feed-forward attention for distant dependencies in sequences. See README.md for the map of the
 package; ``thesis_repro.layers`` holds the reusable Keras layers.
 
-Importing the package registers every custom Keras object (the layers and the models' custom
-pieces), so ``keras.saving.load_model("model.keras")`` works after ``import thesis_repro``.
-TensorFlow's C++ start-up lines (absl/oneDNN/CUDA notices written straight to the process's
-stderr while Keras imports it) are held back; set ``THESIS_REPRO_SHOW_IMPORT_LOGS=1`` to see
-them. If the import fails, they are printed with the error.
+Importing the package registers every custom Keras object (all of them live in
+``thesis_repro.layers``), so ``keras.saving.load_model("model.keras")`` works after ``import
+thesis_repro``. TensorFlow's C++ start-up lines (absl/oneDNN/CUDA notices written straight to the
+process's stderr while Keras imports it) are held back; set ``THESIS_REPRO_SHOW_IMPORT_LOGS=1`` to
+see them. If the import fails, they are printed with the error.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def _start_backend_quietly() -> None:
 
 
 with _hold_back_native_stderr():
-    from thesis_repro import language_models, layers, models
+    from thesis_repro import layers
 
     _start_backend_quietly()
 
 __version__ = "0.1.0"
-__all__ = ["language_models", "layers", "models"]
+__all__ = ["layers"]

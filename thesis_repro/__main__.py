@@ -6,7 +6,8 @@
     python -m thesis_repro report                        # tables and figures from the records
 
 ``reproduce`` runs, in this order, the grids of a preset (``smoke``, ``cpu`` or ``paper``, as
-defined in each experiment module):
+defined in each experiment's ``config.py``; the experiments are listed in
+``thesis_repro.experiment.NAMES``):
 
 1. ``thesis_repro.ffattention`` -- Raffel & Ellis Table 1, variable length, temporal order;
 2. ``thesis_repro.addition`` -- thesis 3.1, LSTM vs attention-gated LSTM;
@@ -28,122 +29,57 @@ corpus is reported in one line and its experiments are skipped. Afterwards the f
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from thesis_repro.cli import Parser, interrupted
+from thesis_repro.corpus import CorpusError
+from thesis_repro.experiment import Reproduction, experiments
+from thesis_repro.lm import LMError
 from thesis_repro.records import CorruptRecord, RunConflict, RunFailed, grid_failures
 from thesis_repro.report import write_report
-from thesis_repro.settings import DATA_ENV, RESULTS_DIR
+from thesis_repro.settings import (
+    DATA_ENV,
+    FIGURES_DIR,
+    README_PATH,
+    REPORT_PATH,
+    RESULTS_DIR,
+    data_dir,
+)
 
 PRESETS = ("smoke", "cpu", "paper")
-LM_TABLES = (
-    *("3.1", "3.2", "ptb"),  # the thesis's tables and the PTB comparison
-    *("future-prefix", "future-position", "future-prefix-ptb", "future-position-ptb"),  # 4.2
-)
-KN_TABLES = ("3.1", "3.2", "ptb")  # tables with Kneser-Ney rows (thesis_repro.kneser_ney)
-
-
-def _experiment(name: str) -> ModuleType | None:
-    """``thesis_repro.<name>``, or None while that module does not exist yet."""
-    try:
-        return importlib.import_module(f"thesis_repro.{name}")
-    except ModuleNotFoundError as error:
-        if error.name != f"thesis_repro.{name}":
-            raise  # the module exists but is broken: say so
-        return None
-
-
-def lm_sources(preset: str, data_dir: str | os.PathLike | None) -> tuple[dict[str, Any], str]:
-    """Corpus of each LM table under ``preset``, and a one-line note on what was left out.
-
-    ``smoke`` uses the synthetic corpus for every table. Otherwise each table's corpus is looked
-    up in ``data_dir`` (``lm.resolve_corpus``); tables whose corpus is missing are left out.
-    """
-    from thesis_repro import lm
-    from thesis_repro.corpus import CorpusError
-
-    if preset == "smoke":
-        synthetic = lm.resolve_corpus(None, None, None)
-        return {table: synthetic for table in LM_TABLES}, ""
-    if not data_dir:
-        return {}, (
-            f"language models skipped: no corpus directory (pass --data DIR or set {DATA_ENV}; "
-            f"preset {preset} needs DIR/eltec-pol and DIR/ptb)"
-        )
-    if not Path(data_dir).expanduser().is_dir():
-        return {}, f"language models skipped: the corpus directory {data_dir} does not exist"
-    sources, missing = {}, []
-    for table in LM_TABLES:
-        try:
-            sources[table] = lm.resolve_corpus(None, lm.table_corpus_name(table), str(data_dir))
-        except CorpusError as error:
-            missing.append(f"table {table} ({error})")
-    note = "language models skipped: " + "; ".join(missing) if missing else ""
-    return sources, note
 
 
 def reproduce(
     preset: str,
     results_dir: Path = RESULTS_DIR,
-    figures_dir: Path = Path("figures"),
-    report_path: Path = Path("REPORT.md"),
-    readme_path: Path | None = Path("README.md"),
+    figures_dir: Path = FIGURES_DIR,
+    report_path: Path = REPORT_PATH,
+    readme_path: Path | None = README_PATH,
     data_dir: str | os.PathLike | None = None,
     verbose: int = 1,
     log: Callable[[str], None] = print,
 ) -> dict[str, float]:
-    """Run every experiment's grid of ``preset`` in order, then render figures and REPORT.md.
+    """Run the steps of every experiment (``Experiment.steps``) under ``preset`` in order, then
+    render figures and REPORT.md.
 
-    Finished runs are skipped (each ``run_grid`` does this). ``data_dir``: folder of the LM
-    corpora (ignored by ``smoke``; see :func:`lm_sources`). Returns the wall seconds of each step.
+    Finished runs are skipped (each grid does this). ``data_dir``: folder of the LM corpora
+    (ignored by ``smoke``; see ``lm.table_sources``). Returns the wall seconds of each step.
     A run that fails (loss NaN or infinite) is left out of the tables; once the report is
     written, ``RunFailed`` names every failed run.
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     results_dir = Path(results_dir)
-    steps: list[tuple[str, Callable[[], Any]]] = []
-    for name in ("ffattention", "addition"):
-        module = _experiment(name)
-        if module is None:
-            log(f"{name} skipped: thesis_repro.{name} is not in this version of the package")
-        else:
-            steps.append((name, partial(module.run_grid, preset, results_dir, (), verbose)))
-    lm = _experiment("lm")
-    if lm is not None:
-        sources, note = lm_sources(preset, data_dir)
-        if note:
-            log(note)
-        if preset == "smoke":
-            log(
-                "smoke preset: the language models train on the built-in SYNTHETIC corpus "
-                "(thesis_repro.corpus.synthetic_corpus), not on real text"
-            )
-        for table, source in sources.items():
-            grid = partial(lm.run_grid, table, source, preset, results_dir, verbose=verbose)
-            steps.append((f"lm {table} ({source.name})", grid))
-        from thesis_repro import kneser_ney
-
-        for table, source in sources.items():  # count-based rows of Tables 3.1, 3.2 and PTB
-            if table in KN_TABLES:
-                baselines = partial(
-                    kneser_ney.table_baselines, table, source, preset, results_dir,
-                    progress=bool(verbose),
-                )  # fmt: skip
-                steps.append((f"Kneser-Ney {table} ({source.name})", baselines))
-        if sources:
-            from thesis_repro.attention_examples import make_examples
-
-            examples = partial(make_examples, results_dir, Path(figures_dir), preset, log=log)
-            steps.append(("lm attention examples", examples))
+    reproduction = Reproduction(
+        preset, results_dir, Path(figures_dir), None if data_dir is None else str(data_dir),
+        verbose, log,
+    )  # fmt: skip
+    steps = [step for experiment in experiments() for step in experiment.steps(reproduction)]
     timings: dict[str, float] = {}
     ran: list[dict[str, Any]] = []  # records returned by the grids (failed ones included)
     for index, (name, step) in enumerate(steps, 1):
@@ -195,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     rerun.add_argument(
         "--data",
         metavar="DIR",
-        default=os.environ.get(DATA_ENV),
+        default=data_dir(),
         help=f"folder of the LM corpora (eltec-pol/, ptb/); default ${DATA_ENV}",
     )
     rerun.add_argument(
@@ -210,10 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--results", type=Path, default=RESULTS_DIR, help="records directory (%(default)s)"
         )
         command.add_argument(
-            "--figures", type=Path, default=Path("figures"), help="figure directory (%(default)s)"
+            "--figures", type=Path, default=FIGURES_DIR, help="figure directory (%(default)s)"
         )
         command.add_argument(
-            "--report", type=Path, default=Path("REPORT.md"), help="report file (%(default)s)"
+            "--report", type=Path, default=REPORT_PATH, help="report file (%(default)s)"
         )
         command.add_argument("--no-readme", action="store_true", help="leave README.md alone")
     return parser
@@ -222,12 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry; bad input ends with one ``error: ...`` line and exit status 2, a
     failed run (after the report is written) with status 1."""
-    from thesis_repro.corpus import CorpusError
-
-    lm = _experiment("lm")
-    bad_input = (CorpusError, lm.LMError) if lm is not None else (CorpusError,)
     args = build_parser().parse_args(argv)
-    readme = None if args.no_readme else Path("README.md")
+    readme = None if args.no_readme else README_PATH
     if args.command == "report":
         write_report(args.results, args.figures, args.report, readme)
         print(f"wrote {args.report} and figures in {args.figures}/")
@@ -243,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             args.verbose,
             log=lambda line: print(line, flush=True),
         )
-    except (*bad_input, CorruptRecord, RunConflict) as error:
+    except (CorpusError, LMError, CorruptRecord, RunConflict) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except RunFailed as failed:
@@ -258,4 +190,4 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["build_parser", "lm_sources", "main", "reproduce"]
+__all__ = ["build_parser", "main", "reproduce"]

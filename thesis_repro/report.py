@@ -1,57 +1,27 @@
 """Tables from records into ``REPORT.md`` and the README's results blocks.
 
-Every experiment module has ``report(results_dir, figures_dir) -> str`` that renders its
-Markdown tables (and figures) from its JSON records. This module gathers them: the README holds
-blocks delimited by ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` whose content is
-replaced by the experiment's rendered tables, so README, report and figures come from the same
-records and cannot disagree. ``REPORT.md`` adds what the README leaves out: links to the figures,
-the library versions and hardware (of this rendering and of the records) and the wall times.
-Failed runs (loss NaN or infinite: ``records``) are named there and left out of every table.
+Every experiment (``experiment.experiments()``) has ``report(results_dir, figures_dir) -> str``
+that renders its Markdown tables (and figures) from its JSON records. This module gathers them: the
+README holds blocks delimited by ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->`` whose
+content is replaced by the experiment's rendered tables, so README, report and figures come from
+the same records and cannot disagree. ``REPORT.md`` adds what the README leaves out: links to the
+figures, the library versions and hardware (of this rendering and of the records) and the wall
+times. Failed runs (loss NaN or infinite: ``records``) are named there and left out of every table.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from thesis_repro.experiment import experiments
 from thesis_repro.records import failed_note, hardware, library_versions, load_records, split_failed
-from thesis_repro.settings import RESULTS_DIR
-
-EXPERIMENTS = ("ffattention", "addition", "lm")
-TITLES = {
-    "ffattention": "Raffel & Ellis (2015): feed-forward attention on long-memory tasks",
-    "addition": "Malik (2016) 3.1: addition problem, LSTM vs attention-gated LSTM",
-    "lm": "Malik (2016) 3.2: feed-forward language models with an attention-compressed prefix",
-}
-
-# File-name prefixes of each experiment's figures in ``figures/`` (default: ``<name>_``).
-FIGURE_PREFIXES = {"lm": ("lm_", "attention_")}  # attention_*: thesis 3.2.4 examples
-
-
-# The module whose ``report`` renders each experiment (default: the experiment's own module).
-REPORT_MODULES = {"lm": "lm_tables"}
-
-
-def _experiments() -> dict[str, Callable[[Path, Path], str]]:
-    """Name -> report function of every experiment that is present in the package."""
-    found = {}
-    for name in EXPERIMENTS:
-        module_name = f"thesis_repro.{REPORT_MODULES.get(name, name)}"
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name != module_name:
-                raise
-            continue
-        if hasattr(module, "report"):
-            found[name] = module.report
-    return found
+from thesis_repro.settings import FIGURES_DIR, README_PATH, REPORT_PATH, RESULTS_DIR
 
 
 def replace_block(text: str, name: str, content: str) -> str:
@@ -103,9 +73,9 @@ def _hours(seconds: float) -> str:
 
 def write_report(
     results_dir: Path = RESULTS_DIR,
-    figures_dir: Path = Path("figures"),
-    report_path: Path = Path("REPORT.md"),
-    readme_path: Path | None = Path("README.md"),
+    figures_dir: Path = FIGURES_DIR,
+    report_path: Path = REPORT_PATH,
+    readme_path: Path | None = README_PATH,
     *,
     command: str = "python -m thesis_repro report",
     timings: Mapping[str, float] | None = None,
@@ -118,10 +88,13 @@ def write_report(
     folder of ``report_path``. Returns the report's text.
     """
     results_dir, figures_dir, report_path = Path(results_dir), Path(figures_dir), Path(report_path)
-    sections = {}
-    for name, render in _experiments().items():
+    sections, titles, figures = {}, {}, {}
+    for experiment in experiments():
+        name = experiment.name
         if any(load_records(results_dir / name)) or name == "ffattention":
-            sections[name] = render(results_dir, figures_dir)
+            sections[name] = experiment.report(results_dir, figures_dir)
+            titles[name] = experiment.title
+            figures[name] = experiment.figures(figures_dir)
     records = {name: load_records(results_dir / name) for name in sections}
     everything = [r for group in records.values() for r in group]
     parts = [
@@ -169,12 +142,10 @@ def write_report(
         ]
     parts.append("")
     for name, text in sections.items():
-        prefixes = FIGURE_PREFIXES.get(name, (f"{name}_",))
-        figures = sorted(p for prefix in prefixes for p in figures_dir.glob(f"{prefix}*.pdf"))
-        parts += [f"## {TITLES.get(name, name)} (`{name}`)", ""]
-        if figures:
+        parts += [f"## {titles[name]} (`{name}`)", ""]
+        if figures[name]:
             links = ", ".join(
-                f"[{p.name}]({_relative_link(p, report_path.parent)})" for p in figures
+                f"[{p.name}]({_relative_link(p, report_path.parent)})" for p in figures[name]
             )
             parts += [f"Figures: {links}", ""]
         parts += [text.rstrip(), ""]

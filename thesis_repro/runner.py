@@ -15,11 +15,23 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from thesis_repro.cli import positive_int
-from thesis_repro.records import RunBusy, RunFailed
+from thesis_repro.records import (
+    CorruptRecord,
+    RunBusy,
+    RunConflict,
+    RunFailed,
+    command_line,
+    grid_failures,
+)
 from thesis_repro.settings import COMMAND_ENV
+from thesis_repro.training import use_data_parallel
+
+if TYPE_CHECKING:  # the contract names the runner; the runner only needs the type
+    from thesis_repro.experiment import Experiment
 
 Config = TypeVar("Config")
 
@@ -49,6 +61,50 @@ def walk_grid(
             print(f"[failed] {failed}", flush=True)
             records.append(failed.record)
     return records
+
+
+def run_grid(
+    experiment: Experiment, configs: Sequence[Any], results_dir: Path, verbose: int = 1
+) -> list[dict]:
+    """Every run of ``configs`` with ``experiment.run``, in order (:func:`walk_grid`)."""
+    return walk_grid(
+        configs, lambda c: experiment.run(c, results_dir, verbose), experiment.describe, verbose
+    )
+
+
+def grid_command(
+    experiment: Experiment,
+    args: argparse.Namespace,
+    argv: Sequence[str] | None,
+    configs: Sequence[Any],
+    run_one: Callable[[Any], dict] | None = None,
+    render: Callable[[], str] | None = None,
+) -> int:
+    """The ``grid`` command of every experiment; returns its exit status.
+
+    ``--jobs N`` > 1 starts N workers (:func:`run_jobs`); otherwise the grid is walked here with
+    ``run_one`` (default ``experiment.run``). Then the report is rendered (``render``, default
+    ``experiment.report``) unless ``--no-report``. A record with other settings or an
+    unreadable one gives status 2, a failed run status 1 (after the report).
+    """
+    if args.jobs > 1:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        status, records = run_jobs(experiment.package, argv, args.jobs, command_line()), []
+    else:
+        one = run_one or (lambda c: experiment.run(c, args.results, args.verbose))
+        try:
+            records = walk_grid(configs, one, experiment.describe, args.verbose)
+        except (RunConflict, CorruptRecord) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        status = 0
+    if not args.no_report:
+        print(render() if render else experiment.report(args.results, args.figures))
+    failures = grid_failures(records)
+    if failures:
+        print(f"error: {failures}", file=sys.stderr)
+        return 1
+    return status
 
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
@@ -119,3 +175,16 @@ def add_data_parallel_option(parser: argparse.ArgumentParser) -> None:
         "KERAS_BACKEND=jax only); the batch is split across them, the results stay the same "
         "within float rounding",
     )
+
+
+def start_data_parallel(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Apply ``--data-parallel`` (one run over every local device) before any work; it cannot
+    be combined with ``--jobs`` (several runs on one device)."""
+    if not getattr(args, "data_parallel", False):
+        return
+    if getattr(args, "jobs", 1) > 1:
+        parser.error("--data-parallel spreads one run over every device: not with --jobs")
+    try:
+        print(f"data-parallel over {use_data_parallel()} devices", flush=True)
+    except ValueError as error:
+        parser.error(str(error))

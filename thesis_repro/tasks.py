@@ -186,6 +186,12 @@ def raffel_length_range(t0: int) -> tuple[int, int]:
     return t0, -((-11 * t0) // 10)
 
 
+def raffel_top_t0(max_length: int) -> int:
+    """Largest T0 whose lengths ``raffel_length_range(T0)`` stay within ``max_length``:
+    ``floor(10 * max_length / 11)`` (9090 for 10,000: Raffel & Ellis 2.3's variable range)."""
+    return _as_int(max_length, "max_length") * 10 // 11
+
+
 # --------------------------------------------------------------------------------------------
 # Thesis addition (Malik 2016, section 2.1)
 # --------------------------------------------------------------------------------------------

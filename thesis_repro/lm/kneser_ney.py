@@ -66,8 +66,6 @@ of the LM tables by ``thesis_repro.lm_tables``.
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -77,40 +75,45 @@ from typing import Any
 
 import numpy as np
 
-from thesis_repro import lm
-from thesis_repro.cli import Parser, int_at_least, run_main
-from thesis_repro.corpus import EOS, Corpus, CorpusError
+from thesis_repro.corpus import EOS, Corpus
 from thesis_repro.files import write_json_atomic
-from thesis_repro.records import (
-    CorruptRecord,
-    command_line,
-    library_versions,
-    load_record,
-    load_records,
-    machine,
-)
-from thesis_repro.settings import DATA_ENV, RESULTS_DIR
+from thesis_repro.lm.batches import scored_targets
+from thesis_repro.lm.config import FIRST_TARGET, RunConfig
+from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, make_config
+from thesis_repro.records import command_line, library_versions, load_record, load_records, machine
+from thesis_repro.settings import RESULTS_DIR
 
-EXPERIMENT = "kneser-ney"
+KN_FOLDER = "kneser-ney"
+
+
 PAD = -1  # "no word": an n-gram through it does not exist (stream start, sentence boundaries)
+
+
 ORDERS = (3, 5)
+
+
 FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)  # KenLM's --discount_fallback
+
+
 METHOD = "interpolated modified Kneser-Ney (Chen & Goodman 1998), no cut-offs"
+
+
 #: Published KN test perplexities, sentence-bounded (Mikolov 2012, Table 4.1; PTB, SRILM).
 LITERATURE: dict[str, dict[int, float]] = {"ptb": {3: 148.3, 5: 141.2}}
+
+
 #: The other models published on the same PTB split (Mikolov 2012, Table 4.1), for the note.
 LITERATURE_OTHERS: dict[str, str] = {
     "ptb": "Good-Turing 5-gram 162.3, feed-forward NNLM 140.2 / 141.8, RNNLM 124.7"
 }
+
+
 #: What a KN record shares with the neural runs whose table rows it joins.
 SHARED_SETTINGS = ("corpus", "max_words", "min_count", "tokenizer", "first_target")
 
 
 class KNError(ValueError):
     """Bad input to the baseline (printed as ``error: ...`` by the command line)."""
-
-
-# --- estimation -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -303,12 +306,9 @@ def fit(
     return model
 
 
-# --- windows: the neural models' and the standard (sentence-bounded) ones ----------------------
-
-
 def ngram_windows(stream: np.ndarray, targets: np.ndarray, order: int) -> np.ndarray:
     """``stream[t-n+1 .. t]`` for every target ``t`` (rows), PAD before the stream's start: the
-    window of ``language_models.window_inputs`` with its target as last column."""
+    window of ``window_inputs`` with its target as last column."""
     stream = np.asarray(stream, dtype=np.int64)
     at = np.asarray(targets, dtype=np.int64)[:, None] + np.arange(1 - order, 1)
     return np.where(at >= 0, stream[np.maximum(at, 0)], PAD)
@@ -346,7 +346,7 @@ def score_corpus(
     summary: dict[str, Any] = {"fit_seconds": round(time.time() - started, 2)}
     for part in ("valid", "test"):
         tokens = getattr(corpus, part)
-        targets = lm.scored_targets(len(tokens), first_target)
+        targets = scored_targets(len(tokens), first_target)
         summary[f"{part}_perplexity"] = perplexity(model, ngram_windows(tokens, targets, order))
         summary[f"{part}_scored"] = len(targets)
     summary["discounts"] = model.discounts.round(6).tolist()
@@ -385,10 +385,7 @@ def score_corpus(
     return summary
 
 
-# --- records ----------------------------------------------------------------------------------
-
-
-def baseline_config(config: lm.RunConfig, order: int) -> dict[str, Any]:
+def baseline_config(config: RunConfig, order: int) -> dict[str, Any]:
     """What a KN record depends on: the corpus and its preparation (from the neural run
     ``config`` whose table row it joins), the order, the first scored position."""
     return {
@@ -408,9 +405,9 @@ def record_path(config: dict[str, Any], results_dir: Path) -> Path:
     """``<results>/kneser-ney/<corpus>/kn<order>-max<max_words>-min<min_count>.json`` (a
     ``-first<k>`` suffix for another first target)."""
     stem = f"kn{config['order']}-max{config['max_words']}-min{config['min_count']}"
-    if config["first_target"] != lm.FIRST_TARGET:
+    if config["first_target"] != FIRST_TARGET:
         stem += f"-first{config['first_target']}"
-    return Path(results_dir) / EXPERIMENT / config["corpus"] / f"{stem}.json"
+    return Path(results_dir) / KN_FOLDER / config["corpus"] / f"{stem}.json"
 
 
 def _hardware() -> dict[str, Any]:
@@ -420,20 +417,20 @@ def _hardware() -> dict[str, Any]:
 
 def load_baselines(results_dir: Path, corpus: str) -> list[dict[str, Any]]:
     """The finished KN records of ``corpus`` (each with its ``path``), by order."""
-    records = load_records(Path(results_dir) / EXPERIMENT / corpus)
+    records = load_records(Path(results_dir) / KN_FOLDER / corpus)
     return sorted((r for r in records if r.get("finished")), key=lambda r: r["config"]["order"])
 
 
 def run_baseline(
     corpus: Corpus,
-    run_config: lm.RunConfig,
+    run_config: RunConfig,
     order: int,
     results_dir: Path = RESULTS_DIR,
     force: bool = False,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Estimate and score KN of ``order`` on ``corpus`` (prepared for ``run_config``, a neural
-    run of the table, as ``lm.load_lm_corpus`` does); write and return its record (a finished
+    run of the table, as ``load_lm_corpus`` does); write and return its record (a finished
     record with the same config is returned as it is unless ``force``)."""
     config = baseline_config(run_config, order)
     path = record_path(config, results_dir)
@@ -465,9 +462,6 @@ def run_baseline(
     }
     write_json_atomic(path, record)
     return record
-
-
-# --- table rows (rendered into the LM tables by ``lm_tables.render_table``) -------------------
 
 
 def matching(config: Mapping[str, Any], baselines: Sequence[dict[str, Any]]) -> list[dict]:
@@ -529,65 +523,9 @@ def table_note(baselines: Sequence[dict[str, Any]]) -> str:
     return text + " Produced by: " + "; ".join(f"`{c}`" for c in commands)
 
 
-# --- command line -----------------------------------------------------------------------------
-
-
-def parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m thesis_repro.kneser_ney``."""
-    p = Parser(
-        prog="python -m thesis_repro.kneser_ney",
-        description=(
-            "Kneser-Ney baselines (interpolated modified KN, Chen & Goodman 1998) for the LM "
-            "tables: estimated on the table's training part, scored on exactly the neural "
-            "models' targets (running windows, positions >= 9 of valid and test), plus the "
-            "standard sentence-bounded perplexity. Writes one record per order under "
-            "RESULTS/kneser-ney/<corpus>/; `python -m thesis_repro.lm report` shows them as "
-            "rows KN3 / KN5."
-        ),
-    )
-    p.add_argument(
-        "--table",
-        choices=tuple(lm.TABLES),
-        default="3.1",
-        help="the table whose corpus to use: 3.1 and 3.2 (eltec-pol, the same corpus settings, "
-        "so the same records) or ptb (default: %(default)s)",
-    )
-    p.add_argument(
-        "--preset",
-        choices=tuple(lm.PRESETS),
-        default="cpu",
-        help="corpus size and vocabulary of that preset (default: %(default)s)",
-    )
-    p.add_argument(
-        "--order",
-        type=int_at_least(1, lm.FIRST_TARGET + 1),
-        nargs="+",
-        default=list(ORDERS),
-        metavar="N",
-        help=f"n-gram orders, 1..{lm.FIRST_TARGET + 1} (the n-1 context words precede the first "
-        f"scored position {lm.FIRST_TARGET}; default: 3 5)",
-    )
-    p.add_argument(
-        "--corpus",
-        metavar="PATH",
-        help=f"corpus file or folder (default: ${DATA_ENV}/<the table's corpus>; neither: the "
-        "synthetic corpus)",
-    )
-    p.add_argument("--corpus-name", metavar="NAME", help=f"corpus inside ${DATA_ENV}")
-    p.add_argument(
-        "--results",
-        type=Path,
-        default=RESULTS_DIR,
-        help="records directory (default: %(default)s)",
-    )
-    p.add_argument("--force", action="store_true", help="recompute finished records")
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    return p
-
-
 def table_baselines(
     table: str,
-    source: lm.CorpusSource,
+    source: CorpusSource,
     preset: str,
     results_dir: Path = RESULTS_DIR,
     orders: Sequence[int] = ORDERS,
@@ -596,43 +534,9 @@ def table_baselines(
 ) -> list[dict[str, Any]]:
     """The KN rows of ``table`` under ``preset``: one record per order (finished ones are kept
     unless ``force``), on the corpus exactly as the table's neural runs prepare it."""
-    config = lm.make_config(source, preset, table=table)
-    corpus = lm.load_lm_corpus(source, config, progress=progress)
+    config = make_config(source, preset, table=table)
+    corpus = load_lm_corpus(source, config, progress=progress)
     return [
         run_baseline(corpus, config, order, results_dir, force=force, progress=progress)
         for order in dict.fromkeys(orders)
     ]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry; errors end with one ``error: ...`` line and exit status 2."""
-    args = parser().parse_args(argv)
-    try:
-        name = args.corpus_name or lm.table_corpus_name(args.table)
-        source = lm.resolve_corpus(args.corpus, name, os.environ.get(DATA_ENV))
-        if source.synthetic and not args.quiet:
-            print(lm.SYNTHETIC_NOTICE, flush=True)
-        records = table_baselines(
-            args.table, source, args.preset, args.results, args.order, not args.quiet, args.force
-        )
-        for record in records:
-            s, order = record["summary"], record["config"]["order"]
-            line = (
-                f"KN{order} on {source.name} (V = {record['corpus']['vocab_size']:,}): valid "
-                f"{s['valid_perplexity']:.2f}, test {s['test_perplexity']:.2f}"
-            )
-            if "sentence_bounded" in s:
-                b = s["sentence_bounded"]
-                line += (
-                    f"; sentence-bounded: valid {b['valid_perplexity']:.2f}, test "
-                    f"{b['test_perplexity']:.2f}"
-                )
-            print(line, flush=True)
-    except (KNError, CorpusError, lm.LMError, CorruptRecord) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_main(main))

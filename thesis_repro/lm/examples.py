@@ -36,12 +36,23 @@ from typing import Any
 import numpy as np
 
 from thesis_repro.corpus import Corpus
-from thesis_repro.language_models import model_shape, prefix_attention
+from thesis_repro.files import write_json_atomic
+from thesis_repro.lm.config import LMError, RunConfig, record_file_of
+from thesis_repro.lm.corpora import load_lm_corpus, record_source
+from thesis_repro.lm.evaluate import load_run_model
+from thesis_repro.lm.model import model_shape, prefix_attention
 from thesis_repro.plots import pyplot, save_figure
+from thesis_repro.records import CorruptRecord, command_line, load_record, warn_corrupt
 
 CHAR_WIDTH = 0.602  # advance of DejaVu Sans Mono, in em
+
+
 LINE_HEIGHT = 1.55  # in em
+
+
 PANEL_GAP = 4  # characters between panels
+
+
 MARGIN = 0.15  # inches
 
 
@@ -236,8 +247,6 @@ def draw_example(
     return save_figure(fig, path)
 
 
-# --- the committed examples ----------------------------------------------------------------
-
 # Thesis 3.2.4's three WSJ sentences as the PTB preprocessing (Mikolov et al.) writes them:
 # lowercase, no punctuation, numbers as N (the thesis's model read the spoken forms "nineteen
 # eighty eight", "one thousand"). Words outside PTB's 10k vocabulary (rosner, grambling,
@@ -249,13 +258,15 @@ WSJ_SENTENCES = (
     "trade tensions are a growing concern if we get into a broad front trade war it could slow "
     "everyone down and change the political climate dramatically",
 )
+
+
 SENTENCE_ENDS = frozenset({".", "!", "?", "…", "<eos>"})
 
 
 @dataclass(frozen=True)
 class Panel:
     """One model of an example: the run ``<preset>-<model>-<variant>-seed<seed>`` of ``table``
-    (the naming of ``lm.RunConfig.name``)."""
+    (the naming of ``RunConfig.name``)."""
 
     table: str
     model: str
@@ -282,6 +293,8 @@ class Example:
 
 
 _PLAIN_ELTEC = Panel("3.1", "5gram+5", "thesis", "5-gram + 5 (Table 3.1 model)")
+
+
 EXAMPLES: tuple[Example, ...] = (
     Example(
         "wsj",
@@ -303,6 +316,8 @@ EXAMPLES: tuple[Example, ...] = (
         note="thesis 4.2: the same sentence with and without position awareness",
     ),
 )
+
+
 EXAMPLES_FOLDER = Path("lm") / "attention_examples"  # under the results directory
 
 
@@ -350,9 +365,6 @@ def make_examples(
     ``_<preset>`` appended for presets other than cpu) and figures. Examples whose runs are not
     finished (or whose final model is gone) are skipped with a one-line note, and so are those
     whose records exist, unless ``force``."""
-    from thesis_repro import lm
-    from thesis_repro.files import write_json_atomic
-    from thesis_repro.records import command_line, load_record
 
     written = []
     suffix = "" if preset == "cpu" else f"_{preset}"
@@ -372,12 +384,12 @@ def make_examples(
             log(f"[skip] attention examples {example.name}: no finished run {', '.join(missing)}")
             continue
         try:
-            models = [lm.load_run_model(f) for f in files]
-        except lm.LMError as error:
+            models = [load_run_model(f) for f in files]
+        except LMError as error:
             log(f"[skip] attention examples {example.name}: {error}")
             continue
-        config = lm.RunConfig(**records[0]["config"])
-        corpus = lm.load_lm_corpus(lm.record_source(records[0]), config, progress=False)
+        config = RunConfig(**records[0]["config"])
+        corpus = load_lm_corpus(record_source(records[0]), config, progress=False)
         sentences = list(example.sentences) or pick_sentences(corpus, example.count)
         for number, sentence in enumerate(sentences, 1):
             record = example_record(models, corpus, sentence, [p.title for p in example.panels])
@@ -422,7 +434,6 @@ def weight_by_distance(record: dict[str, Any], panel: int = 0) -> list[float]:
 
 def _readable(path: Path) -> dict[str, Any] | None:
     """The example record at ``path``; None, with a one-line warning, if it cannot be read."""
-    from thesis_repro.records import CorruptRecord, load_record, warn_corrupt
 
     try:
         return load_record(path)
@@ -477,3 +488,30 @@ def render_examples(results_dir: Path, figures_dir: Path) -> list[Path]:
         if record is not None:
             paths.append(draw_example(record, Path(figures_dir) / f"attention_{path.stem}.pdf"))
     return paths
+
+
+def show_attention(
+    paths: Sequence[str | os.PathLike],
+    sentence: str,
+    out: str | os.PathLike,
+    prefix: int | None = None,
+) -> Path:
+    """Thesis 3.2.4 attention examples of ``sentence`` for the runs at ``paths`` (records or
+    ``.keras`` models), one panel each; the vocabulary is the runs' corpus (its cache)."""
+
+    models, titles, vocab, corpus = [], [], None, None
+    for path in map(Path, paths):
+        record = load_record(record_file_of(path))
+        if record is None:
+            raise LMError(f"no record of a run for {path} (looked for {record_file_of(path)})")
+        config = RunConfig(**record["config"])
+        if not config.prefix:
+            raise LMError(f"{path} is a {config.model} model: attention needs --prefix > 0")
+        corpus = load_lm_corpus(record_source(record), config, progress=False)
+        if vocab is not None and corpus.vocab != vocab:
+            raise LMError("the models were trained on different vocabularies")
+        vocab = corpus.vocab
+        models.append(load_run_model(path if path.suffix == ".keras" else record_file_of(path)))
+        titles.append(f"{config.model} (seed {config.seed})")
+    assert corpus is not None  # argparse requires a path
+    return draw_attention_examples(models, corpus, sentence, out, titles=titles, prefix=prefix)

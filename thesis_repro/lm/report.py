@@ -24,12 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib import ticker
 
-from thesis_repro import kneser_ney
-from thesis_repro.lm import (
-    EXPERIMENT,
+from thesis_repro.lm import kneser_ney
+from thesis_repro.lm.config import (
     FUTURE_TABLES,
     HISTORY_CAP,
+    NAME,
     SENTENCE,
     TABLES,
     VARIANTS,
@@ -39,11 +40,14 @@ from thesis_repro.lm import (
     model_label,
     preset_config,
 )
+from thesis_repro.lm.examples import render_examples, summarise_examples
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import failed_note, load_records, produced_by, split_failed
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 _GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
+
+
 ModelKey = tuple[int, int, int, str]  # order, prefix, min_prefix, position_aware
 
 
@@ -180,7 +184,6 @@ def _plot_band(ax: Any, curves: list[np.ndarray], color: str, label: str) -> Non
 def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
     """Validation perplexity after each epoch (left) and minus the 5-gram's of the same seed
     (right): mean per model, min-max band over instances."""
-    from matplotlib import ticker
 
     plt = pyplot()
     by_model: dict[ModelKey, dict[int, np.ndarray]] = {}  # model -> seed -> valid curve
@@ -525,7 +528,7 @@ def _report_future(table: str, corpus_folder: Path, figures_dir: Path) -> str:
 def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
     """For every ``results/lm/<corpus>/<table>/``: ``table.md`` and its figure PDF(s); a
     future-work table (thesis 4.2) also draws on the other tables' records of its corpus."""
-    root = Path(results_dir) / EXPERIMENT
+    root = Path(results_dir) / NAME
     parts = []
     for folder in sorted(p for p in root.glob("*/*") if p.is_dir()):
         records = load_records(folder)
@@ -551,7 +554,6 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
                 name += "_" + hashlib.sha256(key.encode()).hexdigest()[:8]
             title = f"{what} ({corpus}, preset {config.preset}): validation perplexity"
             render_figure(group, Path(figures_dir) / f"{name}.pdf", title)
-    from thesis_repro.attention_examples import render_examples, summarise_examples
 
     if render_examples(Path(results_dir), Path(figures_dir)):  # thesis 3.2.4, from records
         parts.append(summarise_examples(Path(results_dir)))

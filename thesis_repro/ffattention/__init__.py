@@ -1,0 +1,79 @@
+"""Raffel & Ellis (2015): feed-forward attention on long-memory tasks.
+
+    python -m thesis_repro.ffattention grid --preset cpu      # every run of a preset, resumable
+    python -m thesis_repro.ffattention run --task addition --t0 1000 --pooling attention --lr 3e-3
+    python -m thesis_repro.ffattention report                 # table + figure from the records
+
+Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
+- Task: Hochreiter/Raffel addition or multiplication, lengths uniform in [T0, 1.1 T0]
+  (``thesis_repro.tasks``); a prediction is correct when |error| < 0.04.
+- Model: ``model.raffel_model`` (D = 100, leaky ReLU, attention or mean pooling
+  over each sequence's true length: the padding is masked). From T0 = 2000 on, the same function
+  is computed by the fused chunked implementation (``chunked=True``; the record says which).
+- Protocol: Adam (0.9, 0.999), squared error, minibatches of 100 fresh sequences, an epoch is
+  1000 updates, a fixed held-out test set of 1000 sequences scored after every epoch, stop at
+  100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell.
+- Variable length (Raffel 2.3): one model trained on lengths from 50 to 10000. As in Raffel's
+  published code each minibatch draws one T0 in [50, 10000/1.1] and its sequences have lengths in
+  [T0, 1.1 T0]; batches are zero-padded to a multiple of 512 steps and the padding is masked. The
+  test set holds 10 sequences at each of 100 values of T0 spread evenly over the same range.
+- Temporal order (Raffel 2.4): a 4-way classifier (XX, XY, YX, YY) with the same network; it can
+  separate XX from YY but not XY from YX, since pooling over time discards order.
+
+Files: ``config.py`` (presets, the paper's numbers), ``model.py``, ``train.py`` (one run),
+``report.py`` (table and figure from the records), ``cli.py`` (the command line).
+
+Every run writes ``results/ffattention/<experiment>/<run>.json`` after each epoch. A run whose
+training loss becomes NaN or infinite stops there and is recorded as failed
+(``training.FailOnNonFiniteLoss``; ``run`` exits with one ``error:`` line); the tables and the
+figure leave it out and name it.
+"""
+
+from __future__ import annotations
+
+from thesis_repro.experiment import Experiment
+from thesis_repro.ffattention.config import (
+    NAME,
+    PRESETS,
+    Preset,
+    RunConfig,
+    preset_runs,
+    runs,
+    summarize,
+)
+from thesis_repro.ffattention.report import render_figure, render_table, report
+from thesis_repro.ffattention.train import evaluate, record_path, run, test_set
+
+
+def describe(config: RunConfig) -> str:
+    """One line naming a run in the grid's log."""
+    return f"{config.experiment}: {config.name}"
+
+
+EXPERIMENT = Experiment(
+    name=NAME,
+    title="Raffel & Ellis (2015): feed-forward attention on long-memory tasks",
+    package="thesis_repro.ffattention",
+    presets=PRESETS,
+    runs=runs,
+    run=run,
+    describe=describe,
+    report=report,
+)
+
+__all__ = [
+    "EXPERIMENT",
+    "PRESETS",
+    "Preset",
+    "RunConfig",
+    "evaluate",
+    "preset_runs",
+    "record_path",
+    "render_figure",
+    "render_table",
+    "report",
+    "run",
+    "runs",
+    "summarize",
+    "test_set",
+]

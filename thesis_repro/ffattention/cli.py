@@ -1,0 +1,140 @@
+"""``python -m thesis_repro.ffattention``: argparse only; ``train`` and ``report`` do the work."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from thesis_repro.cli import (
+    experiment_parser,
+    int_at_least,
+    positive_float,
+    positive_int,
+    results_folder,
+    seed_int,
+)
+from thesis_repro.ffattention import EXPERIMENT
+from thesis_repro.ffattention import __doc__ as DOC
+from thesis_repro.ffattention.config import (
+    EXPERIMENTS,
+    MIN_T0,
+    PRESETS,
+    VARIABLE_MAX,
+    RunConfig,
+    runs,
+)
+from thesis_repro.ffattention.report import report
+from thesis_repro.ffattention.train import run
+from thesis_repro.records import CorruptRecord, RunBusy, RunConflict, RunFailed
+from thesis_repro.runner import (
+    add_data_parallel_option,
+    add_jobs_option,
+    grid_command,
+    start_data_parallel,
+)
+from thesis_repro.tasks import raffel_top_t0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = experiment_parser("python -m thesis_repro.ffattention", DOC, PRESETS)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    one = sub.add_parser("run", help="train one configuration")
+    one.add_argument(
+        "--experiment",
+        choices=EXPERIMENTS,
+        default="table1",
+        help="which experiment (default: %(default)s)",
+    )
+    one.add_argument(
+        "--task",
+        choices=("addition", "multiplication", "temporal_order"),
+        default="addition",
+        help="task (SPEC §2; default: %(default)s)",
+    )
+    one.add_argument(
+        "--t0",
+        type=int_at_least(MIN_T0),
+        default=100,
+        help="minimum sequence length T0 (at least 11: the markers need room); lengths are "
+        "uniform in [T0, 1.1 T0]",
+    )
+    one.add_argument(
+        "--pooling",
+        choices=("attention", "mean"),
+        default="attention",
+        help="attention (eq. 1) or unweighted mean (eq. 2)",
+    )
+    one.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
+    one.add_argument("--seed", type=seed_int, default=0, help="seed of weights, data and test set")
+    one.add_argument("--max-epochs", type=positive_int, default=100, help="epoch cap (default 100)")
+    one.add_argument(
+        "--steps-per-epoch",
+        type=positive_int,
+        default=1000,
+        help="updates per epoch (default 1000, as in the paper)",
+    )
+    one.add_argument("--test-size", type=positive_int, default=1000, help="held-out sequences")
+    add_data_parallel_option(one)
+
+    grid = sub.add_parser("grid", help="run every configuration of a preset (resumable)")
+    grid.add_argument("--preset", choices=tuple(PRESETS), default="cpu")
+    grid.add_argument(
+        "--only",
+        nargs="*",
+        choices=EXPERIMENTS,
+        default=(),
+        help="restrict to some experiments",
+    )
+    grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
+    add_jobs_option(grid)
+    add_data_parallel_option(grid)
+
+    sub.add_parser("report", help="render the table and figure from the records")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry; bad input (checked before any work), a record with other settings
+    or an unreadable record end with one ``error: ...`` line and exit status 2, a failed run
+    (loss NaN or infinite) with status 1."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.results = results_folder(args.command, args.results)
+    started = time.time()
+    start_data_parallel(parser, args)
+    if args.command == "run":
+        experiment = "temporal_order" if args.task == "temporal_order" else args.experiment
+        top = raffel_top_t0(VARIABLE_MAX)
+        if experiment == "variable" and args.t0 > top:
+            parser.error(f"--t0 of the variable-length experiment must be at most {top}")
+        config = RunConfig(
+            experiment,
+            args.task,
+            args.t0,
+            args.pooling,
+            args.lr,
+            args.seed,
+            args.max_epochs,
+            args.steps_per_epoch,
+            test_size=args.test_size,
+        )
+        try:
+            record = run(config, args.results, args.verbose)
+        except RunFailed as failed:
+            print(f"error: {failed}", file=sys.stderr)
+            return 1
+        except (RunConflict, CorruptRecord, RunBusy) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print(f"{config.name}: {record['summary']}")
+    elif args.command == "grid":
+        configs = [c for c in runs(args.preset) if not args.only or c.experiment in args.only]
+        status = grid_command(EXPERIMENT, args, argv, configs)
+        if status:
+            return status
+    else:
+        print(report(args.results, args.figures))
+    print(f"done in {time.time() - started:.0f} s")
+    return 0

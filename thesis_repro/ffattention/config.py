@@ -1,0 +1,195 @@
+"""Raffel & Ellis (2015) as data: the paper's numbers, run configurations, presets, and the
+summary of a run that the tables report.
+
+A leaf module: it imports nothing else of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NAME = "ffattention"
+EXPERIMENTS = ("table1", "variable", "temporal_order")  # the three experiments of the paper
+LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
+PAPER_T0S = (50, 100, 500, 1000, 5000, 10000)
+VARIABLE_MIN, VARIABLE_MAX = 50, 10000
+PAD_MULTIPLE = 512
+MIN_T0 = 11  # shortest Raffel addition sequence: the markers need room (tasks)
+# From this padded length on, the fused chunked implementation is faster (bench_ffattention.py).
+CHUNKED_FROM_LENGTH = 2000
+
+# Raffel & Ellis Table 1: epochs to 100% test accuracy (int) or accuracy after 100 epochs (float).
+PAPER_TABLE1: dict[tuple[str, str], dict[int, int | float]] = {
+    ("addition", "attention"): {50: 1, 100: 1, 500: 1, 1000: 1, 5000: 2, 10000: 3},
+    ("addition", "mean"): {50: 1, 100: 1, 500: 1, 1000: 2, 5000: 8, 10000: 17},
+    ("multiplication", "attention"): {50: 1, 100: 2, 500: 4, 1000: 2, 5000: 15, 10000: 6},
+    ("multiplication", "mean"): {50: 2, 100: 2, 500: 8, 1000: 33, 5000: 0.898, 10000: 0.808},
+}
+# Raffel & Ellis 2.3: test accuracy after 100 epochs of the variable-length model.
+PAPER_VARIABLE = {
+    ("addition", "attention"): 0.999,
+    ("multiplication", "attention"): 0.994,
+    ("addition", "mean"): 0.774,
+    ("multiplication", "mean"): 0.555,
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One training run. ``experiment``: ``table1``, ``variable`` or ``temporal_order``."""
+
+    experiment: str
+    task: str
+    t0: int
+    pooling: str
+    learning_rate: float
+    seed: int = 0
+    max_epochs: int = 100
+    steps_per_epoch: int = 1000
+    batch_size: int = 100
+    test_size: int = 1000
+    max_length: int = VARIABLE_MAX  # longest sequence of the variable-length experiment
+
+    @property
+    def name(self) -> str:
+        t0 = "var" if self.experiment == "variable" else f"T{self.t0}"
+        return f"{self.task}-{t0}-{self.pooling}-lr{self.learning_rate:g}-seed{self.seed}"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named set of runs; ``epoch_caps`` maps T0 to the epoch cap used for it."""
+
+    description: str
+    tasks: tuple[str, ...]
+    t0s: tuple[int, ...]
+    learning_rates: dict[int, tuple[float, ...]]
+    epoch_caps: dict[int, int]
+    steps_per_epoch: int = 1000
+    test_size: int = 1000
+    variable_epochs: int = 100
+    variable_learning_rate: float = 1e-3
+    variable_max: int = VARIABLE_MAX
+    temporal_t0: int = 100
+    temporal_epochs: int = 10
+    temporal_learning_rate: float = 1e-3
+    seeds: tuple[int, ...] = (0,)
+
+
+PRESETS: dict[str, Preset] = {
+    "smoke": Preset(
+        description="seconds: one tiny cell per experiment, for the tests",
+        tasks=("addition",),
+        t0s=(50,),
+        learning_rates={50: (1e-2,)},
+        epoch_caps={50: 2},
+        steps_per_epoch=20,
+        test_size=100,
+        variable_epochs=1,
+        variable_max=200,
+        temporal_t0=50,
+        temporal_epochs=1,
+    ),
+    "cpu": Preset(
+        description=(
+            "about 2 h on 2 CPU cores (7048 s measured, under extra load): T0 up to 5000 "
+            "(10000 left out), learning rates {1e-3, 3e-3} of the paper's four (3e-3 alone at "
+            "5000), epoch caps 10 (T0 <= 1000) and 3 (T0 = 5000), the variable-length model "
+            "for 3 epochs, the temporal-order demo for 5 epochs"
+        ),
+        tasks=("addition", "multiplication"),
+        t0s=(50, 100, 500, 1000, 5000),
+        learning_rates={
+            50: (1e-3, 3e-3),
+            100: (1e-3, 3e-3),
+            500: (1e-3, 3e-3),
+            1000: (1e-3, 3e-3),
+            5000: (3e-3,),
+        },
+        epoch_caps={50: 10, 100: 10, 500: 10, 1000: 10, 5000: 3},
+        variable_epochs=3,
+        variable_learning_rate=3e-3,
+        temporal_epochs=5,
+    ),
+    "paper": Preset(
+        description="Raffel & Ellis's full protocol: every T0, four learning rates, 100 epochs",
+        tasks=("addition", "multiplication"),
+        t0s=PAPER_T0S,
+        learning_rates={t0: LEARNING_RATES for t0 in PAPER_T0S},
+        epoch_caps={t0: 100 for t0 in PAPER_T0S},
+        variable_epochs=100,
+        temporal_epochs=100,
+    ),
+}
+
+
+def preset_runs(preset: Preset) -> list[RunConfig]:
+    """Every run of a preset, cheapest first (so an interrupted grid has the cheap cells)."""
+    temporal = [
+        RunConfig(
+            "temporal_order",
+            "temporal_order",
+            preset.temporal_t0,
+            "attention",
+            preset.temporal_learning_rate,
+            seed,
+            preset.temporal_epochs,
+            preset.steps_per_epoch,
+            test_size=preset.test_size,
+        )
+        for seed in preset.seeds
+    ]
+    table1 = [
+        RunConfig(
+            "table1",
+            task,
+            t0,
+            pooling,
+            lr,
+            seed,
+            preset.epoch_caps[t0],
+            preset.steps_per_epoch,
+            test_size=preset.test_size,
+        )
+        for t0 in preset.t0s
+        for task in preset.tasks
+        for pooling in ("attention", "mean")
+        for lr in preset.learning_rates[t0]
+        for seed in preset.seeds
+    ]
+    variable = [
+        RunConfig(
+            "variable",
+            task,
+            VARIABLE_MIN,
+            pooling,
+            preset.variable_learning_rate,
+            seed,
+            preset.variable_epochs,
+            preset.steps_per_epoch,
+            test_size=preset.test_size,
+            max_length=preset.variable_max,
+        )
+        for task in preset.tasks
+        for pooling in ("attention", "mean")
+        for seed in preset.seeds
+    ]
+    cheap = [run for run in table1 if run.t0 <= 1000]
+    return temporal + cheap + variable + [run for run in table1 if run.t0 > 1000]
+
+
+def runs(preset: str) -> list[RunConfig]:
+    """Every run of the preset named ``preset`` (:func:`preset_runs`)."""
+    return preset_runs(PRESETS[preset])
+
+
+def summarize(epochs: list[dict]) -> dict[str, Any]:
+    """Epochs to 100% test accuracy (None if never), final and best accuracy."""
+    solved = [e["epoch"] for e in epochs if e["test_accuracy"] >= 1.0]
+    return {
+        "epochs_run": len(epochs),
+        "epochs_to_100": solved[0] if solved else None,
+        "final_test_accuracy": epochs[-1]["test_accuracy"] if epochs else None,
+        "best_test_accuracy": max((e["test_accuracy"] for e in epochs), default=None),
+    }

@@ -1,0 +1,181 @@
+"""One Raffel & Ellis run: data, model and protocol (Raffel & Ellis 2.1-2.4) -> its JSON record."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from thesis_repro import tasks
+from thesis_repro.ffattention.config import (
+    CHUNKED_FROM_LENGTH,
+    NAME,
+    PAD_MULTIPLE,
+    RunConfig,
+    summarize,
+)
+from thesis_repro.ffattention.model import raffel_model
+from thesis_repro.records import RunRecord
+from thesis_repro.settings import RESULTS_DIR
+from thesis_repro.training import (
+    EpochCheckpoint,
+    FailOnNonFiniteLoss,
+    distribution_summary,
+    fresh_batches,
+    raise_if_failed,
+    remove_checkpoints,
+    resume,
+    set_seed,
+)
+
+
+def _inputs(batch: tasks.Batch) -> dict[str, np.ndarray]:
+    return {"x": batch.x, "lengths": batch.lengths}
+
+
+def _padded(length: int) -> int:
+    return PAD_MULTIPLE * math.ceil(length / PAD_MULTIPLE)
+
+
+def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[dict, Any]]:
+    """Minibatch generator of a run (fresh sequences every call)."""
+    if config.experiment == "temporal_order":
+
+        def make(rng: np.random.Generator) -> tuple[dict, Any]:
+            batch = tasks.temporal_order(
+                rng, config.batch_size, *tasks.raffel_length_range(config.t0)
+            )
+            return _inputs(batch), batch.y
+
+    elif config.experiment == "variable":
+        top_t0 = tasks.raffel_top_t0(config.max_length)
+
+        def make(rng: np.random.Generator) -> tuple[dict, Any]:
+            low, high = tasks.raffel_length_range(int(rng.integers(config.t0, top_t0 + 1)))
+            batch = tasks.make_batch(
+                config.task, rng, config.batch_size, low, high, pad_to=_padded(high)
+            )
+            return _inputs(batch), batch.y
+
+    else:
+        low, high = tasks.raffel_length_range(config.t0)
+
+        def make(rng: np.random.Generator) -> tuple[dict, Any]:
+            batch = tasks.make_batch(config.task, rng, config.batch_size, low, high)
+            return _inputs(batch), batch.y
+
+    return make
+
+
+def test_set(config: RunConfig) -> list[tasks.Batch]:
+    """The run's fixed held-out test set (seeded apart from training), as a few batches."""
+    rng = np.random.default_rng([config.seed, 104729])
+    if config.experiment == "variable":
+        t0s = np.linspace(config.t0, tasks.raffel_top_t0(config.max_length), 100).astype(int)
+        per = max(1, config.test_size // len(t0s))
+        batches = []
+        for t0 in t0s:
+            low, high = tasks.raffel_length_range(int(t0))
+            batches.append(tasks.make_batch(config.task, rng, per, low, high, pad_to=_padded(high)))
+        return batches
+    if config.experiment == "temporal_order":
+        return [tasks.temporal_order(rng, config.test_size, *tasks.raffel_length_range(config.t0))]
+    low, high = tasks.raffel_length_range(config.t0)
+    return [tasks.make_batch(config.task, rng, config.test_size, low, high)]
+
+
+def evaluate(model: Any, batches: list[tasks.Batch], classification: bool) -> dict[str, float]:
+    """Test accuracy and loss; for classification also the accuracy per true class."""
+    predictions = [
+        np.asarray(model.predict(_inputs(b), batch_size=100, verbose=0)) for b in batches
+    ]
+    targets = np.concatenate([b.y for b in batches])
+    if classification:
+        probabilities = np.concatenate(predictions)
+        chosen = probabilities.argmax(axis=1)
+        picked = probabilities[np.arange(len(targets)), targets]
+        scores = {
+            "test_accuracy": float(np.mean(chosen == targets)),
+            "test_loss": float(-np.mean(np.log(np.maximum(picked, 1e-12)))),
+        }
+        for index, name in enumerate(tasks.TEMPORAL_ORDER_CLASSES):
+            scores[f"test_accuracy_{name}"] = float(np.mean(chosen[targets == index] == index))
+        return scores
+    predicted = np.concatenate(predictions).reshape(-1)
+    return {
+        "test_accuracy": tasks.accuracy(predicted, targets),
+        "test_loss": float(np.mean((predicted - targets) ** 2)),
+    }
+
+
+def record_path(config: RunConfig, results_dir: Path = RESULTS_DIR) -> Path:
+    return Path(results_dir) / NAME / config.experiment / f"{config.name}.json"
+
+
+def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) -> dict:
+    """Train one configuration to 100% test accuracy or its epoch cap; return its record.
+
+    Raises ``RunFailed`` when the training loss becomes NaN or infinite (the record says so:
+    ``records``), or when the run failed before.
+    """
+    record = RunRecord(record_path(config, results_dir), asdict(config)).start()
+    if record.finished:
+        if verbose:
+            print(f"[skip] {config.name}: finished ({record.path})")
+        return record.data
+    classification = config.experiment == "temporal_order"
+    longest = config.max_length if config.experiment == "variable" else config.t0
+    chunked = longest >= CHUNKED_FROM_LENGTH
+    record.data["implementation"] = "chunked" if chunked else "layers"
+    record.data["hardware"].update(distribution_summary())
+    set_seed(config.seed)
+
+    def build() -> keras.Model:
+        model = raffel_model(
+            features=tasks.N_FEATURES[config.task],
+            pooling=config.pooling,  # type: ignore[arg-type]
+            classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
+            seed=config.seed,
+            chunked=chunked,
+        )
+        model.compile(
+            optimizer=keras.optimizers.Adam(config.learning_rate, beta_1=0.9, beta_2=0.999),
+            loss="sparse_categorical_crossentropy" if classification else "mse",
+            jit_compile=True,
+        )
+        return model
+
+    model, done = resume(record, build)
+    if verbose:
+        where = f"resuming after epoch {done}" if done else "starting"
+        print(f"[run] {config.name}: {where} -> {record.path}", flush=True)
+    test_batches = test_set(config)
+    callback = EpochCheckpoint(
+        record,
+        evaluate=lambda m: evaluate(m, test_batches, classification),
+        should_stop=lambda scores: scores["test_accuracy"] >= 1.0,
+    )
+    if done < config.max_epochs and not _solved(record):
+        model.fit(
+            fresh_batches(train_batch_fn(config), config.seed, done * config.steps_per_epoch),
+            steps_per_epoch=config.steps_per_epoch,
+            epochs=config.max_epochs,
+            initial_epoch=done,
+            callbacks=[FailOnNonFiniteLoss(record, config.steps_per_epoch), callback],
+            shuffle=False,  # (a generator: nothing to shuffle)
+            verbose=verbose,
+        )
+    raise_if_failed(record)
+    record.finish(**summarize(record.data["epochs"]))
+    remove_checkpoints(record)
+    return record.data
+
+
+def _solved(record: RunRecord) -> bool:
+    epochs = record.data.get("epochs", [])
+    return bool(epochs) and epochs[-1]["test_accuracy"] >= 1.0

@@ -1,0 +1,210 @@
+"""Scoring language models (thesis 3.2.3, 4.2): perplexity over a part's scored targets, the
+prefix-length generalisation scores of a finished run, and loading a finished run's model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from thesis_repro.corpus import EOS, Corpus
+from thesis_repro.files import write_json_atomic
+from thesis_repro.lm.batches import ScoreBatches, scored_targets, sentence_starts
+from thesis_repro.lm.config import (
+    EVAL_PREFIXES,
+    HISTORY_CAP,
+    NAME,
+    PRESETS,
+    SENTENCE,
+    LMError,
+    RunConfig,
+    final_model_path,
+    missing_evals,
+    parse_eval_prefix,
+    record_file_of,
+    sorted_evals,
+)
+from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, record_source
+from thesis_repro.lm.model import build_model
+from thesis_repro.records import load_record
+from thesis_repro.settings import RESULTS_DIR
+
+
+def perplexity(
+    model: Any,
+    tokens: np.ndarray,
+    config: RunConfig,
+    batch_size: int = 1000,
+    eval_prefix: int | str | None = None,
+    boundary: int | None = None,
+) -> float:
+    """``exp(mean NLL)`` of ``model`` over the scored targets of ``tokens`` (no weight decay).
+
+    ``eval_prefix`` (thesis 4.2): give the model that many prefix words instead of its trained
+    ``config.prefix``, or ``"sentence"``: the words back to the last ``boundary`` token
+    (``<eos>``) before the window, at most ``HISTORY_CAP``. The trained prefix gives exactly
+    the inputs, and so the perplexity, of ``eval_prefix=None``.
+    """
+
+    targets = scored_targets(len(tokens), config.first_target)
+    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
+    batches = ScoreBatches(tokens, targets, config.order, prefix, batch_size, starts)
+    nll = model.evaluate(batches, verbose=0, return_dict=True)["nll"]
+    return float(math.exp(nll))
+
+
+def _eval_inputs(
+    tokens: np.ndarray, config: RunConfig, eval_prefix: int | str | None, boundary: int | None
+) -> tuple[int, np.ndarray | None]:
+    """Prefix width and ``starts`` (``window_inputs``) of an evaluation prefix."""
+
+    if eval_prefix is None:
+        return config.prefix, None
+    if not config.prefix:
+        raise LMError(f"{config.model} has no prefix to evaluate with other lengths")
+    if eval_prefix == SENTENCE:
+        return HISTORY_CAP, sentence_starts(tokens, boundary)
+    return int(eval_prefix), None
+
+
+def prefix_words(
+    tokens: np.ndarray, config: RunConfig, eval_prefix: int | str, boundary: int | None
+) -> float:
+    """Mean number of real prefix words per scored target under ``eval_prefix``."""
+    targets = scored_targets(len(tokens), config.first_target)
+    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
+    nearest = targets - config.order  # position of the first prefix word
+    first = starts[np.maximum(nearest, 0)] if starts is not None else np.zeros_like(nearest)
+    return float(np.clip(nearest - first + 1, 0, prefix).mean())
+
+
+def eval_prefix_scores(
+    model: Any,
+    corpus: Corpus,
+    config: RunConfig,
+    eval_prefixes: Sequence[int | str],
+    verbose: int = 0,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Test perplexity and mean prefix words for each eval prefix (thesis 4.2), same weights."""
+
+    boundary = corpus.word_to_id.get(EOS)
+    scores, words = {}, {}
+    for eval_prefix in eval_prefixes:
+        started = time.time()
+        key = str(eval_prefix)
+        scores[key] = perplexity(
+            model, corpus.test, config, config.batch_size, eval_prefix, boundary
+        )
+        words[key] = prefix_words(corpus.test, config, eval_prefix, boundary)
+        if verbose:
+            print(
+                f"[eval] {config.name}: prefix {key} ({words[key]:.1f} words on average): "
+                f"test perplexity {scores[key]:.2f} ({time.time() - started:.0f} s)",
+                flush=True,
+            )
+    return scores, words
+
+
+def distance_summary(model: Any) -> dict[str, Any]:
+    """The learned per-distance attention bias beta_j of a ``bias`` model (thesis 4.2)."""
+    try:
+        attention = model.get_layer("attention")
+    except ValueError:
+        return {}
+    if getattr(attention, "position_aware", "none") != "bias":
+        return {}
+    return {"distance_bias": [float(b) for b in np.asarray(attention.distance_bias)]}
+
+
+def load_run_model(path: str | os.PathLike, jit_compile: bool | None = None) -> Any:
+    """The final model of a finished run (record, final model or checkpoint path), compiled as
+    for training, ready for ``perplexity`` or ``prefix_attention``.
+
+    A model saved before the prefix input took any length (a fixed ``(batch, p)`` input) is
+    rebuilt from the run's record with the same weights, so it takes other prefixes too.
+    """
+
+    path = Path(path)
+    model_file = path if path.suffix == ".keras" else final_model_path(path)
+    if not model_file.exists():
+        raise LMError(
+            f"no model at {model_file}: runs finished before final models were kept cannot "
+            "be scored again; delete the record to train the run again"
+        )
+    model = keras.saving.load_model(model_file)
+    widths = [t.shape[1] for t in model.inputs if t.name.split(":")[0] == "prefix"]
+    record = load_record(record_file_of(path))
+    if widths and widths[0] is not None and record is not None:
+        fresh = build_model(
+            RunConfig(**record["config"]), record["corpus"]["vocab_size"], model.jit_compile
+        )
+        for layer in model.layers:
+            if layer.weights:
+                fresh.get_layer(layer.name).set_weights(layer.get_weights())
+        model = fresh
+    if jit_compile is not None:
+        model.jit_compile = jit_compile
+    return model
+
+
+def evaluate_run(
+    path: str | os.PathLike,
+    source: CorpusSource | None = None,
+    eval_prefixes: Sequence[int | str] = EVAL_PREFIXES,
+    verbose: int = 1,
+    jit_compile: bool | None = None,
+) -> dict:
+    """Fill in the missing ``summary.eval_prefix`` scores of a finished run from its final
+    model (thesis 4.2); returns the record. Runs without a prefix, or unfinished, are left."""
+    path = record_file_of(path)
+    record = load_record(path)
+    if record is None:
+        raise LMError(f"no record at {path}")
+    config = RunConfig(**record["config"])
+    missing = missing_evals(record, [parse_eval_prefix(e) for e in eval_prefixes])
+    if not record.get("finished") or not config.prefix or not missing:
+        return record
+    if not final_model_path(path).exists():
+        if verbose:
+            print(
+                f"[no model] {config.name}: {final_model_path(path)} is missing, so eval "
+                "prefixes cannot be scored; delete the record to train the run again",
+                flush=True,
+            )
+        return record
+    source = source or record_source(record)
+    corpus = load_lm_corpus(source, config, progress=bool(verbose))
+    if jit_compile is None:
+        jit_compile = record.get("jit_compile", PRESETS[config.preset].jit_compile)
+    model = load_run_model(path, jit_compile)
+    scores, words = eval_prefix_scores(model, corpus, config, missing, verbose)
+    summary = record["summary"]
+    summary["eval_prefix"] = sorted_evals({**summary.get("eval_prefix", {}), **scores})
+    summary["eval_prefix_words"] = sorted_evals({**summary.get("eval_prefix_words", {}), **words})
+    write_json_atomic(path, record)
+    return record
+
+
+def evaluate_all(
+    results_dir: Path = RESULTS_DIR,
+    eval_prefixes: Sequence[int | str] = EVAL_PREFIXES,
+    tables: Sequence[str] | None = None,
+    verbose: int = 1,
+    jit_compile: bool | None = None,
+) -> list[dict]:
+    """``evaluate_run`` for every record under ``results/lm/`` (or its ``tables`` folders)."""
+    records = []
+    for path in sorted((Path(results_dir) / NAME).glob("*/*/*.json")):
+        if tables and path.parent.name not in tables:
+            continue
+        record = load_record(path)
+        if record is not None and "config" in record:
+            records.append(evaluate_run(path, None, eval_prefixes, verbose, jit_compile))
+    return records

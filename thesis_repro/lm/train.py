@@ -1,0 +1,235 @@
+"""One language-model run (thesis 3.2.2): corpus, model, SGD with weight decay and the
+thesis's learning-rate schedule -> its JSON record; and the runs of a table in order."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+
+from thesis_repro.lm.batches import TrainBatches, scored_targets
+from thesis_repro.lm.config import (
+    PRESETS,
+    LMError,
+    RunConfig,
+    check_config,
+    final_model_path,
+    missing_evals,
+    parse_eval_prefix,
+    record_path,
+    sorted_evals,
+    summarize,
+    table_eval_prefixes,
+)
+from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, table_runs
+from thesis_repro.lm.evaluate import distance_summary, eval_prefix_scores, evaluate_run, perplexity
+from thesis_repro.lm.model import build_model
+from thesis_repro.records import RunRecord, compute_device
+from thesis_repro.runner import walk_grid
+from thesis_repro.settings import RESULTS_DIR
+from thesis_repro.training import (
+    EpochCheckpoint,
+    FailOnNonFiniteLoss,
+    MidEpochCheckpoint,
+    RestoreMetrics,
+    distribution_summary,
+    raise_if_failed,
+    remove_checkpoints,
+    resume,
+    resume_partial,
+    save_model_atomic,
+    set_seed,
+)
+
+
+def run(
+    config: RunConfig,
+    source: CorpusSource,
+    results_dir: Path = RESULTS_DIR,
+    verbose: int = 1,
+    jit_compile: bool | None = None,
+    callbacks: Sequence[Any] = (),
+    eval_prefixes: Sequence[int | str] = (),
+) -> dict:
+    """Train one configuration for ``config.epochs`` epochs (resuming); return its record.
+
+    ``jit_compile``: XLA for the training and scoring steps (default: the preset's); it does
+    not change the results beyond float rounding, so it is not part of the config.
+    ``eval_prefixes`` (thesis 4.2, attention models): after training, also score the test part
+    with these prefixes (``summary.eval_prefix``); a finished run gets the missing ones from
+    its final model. Raises ``RunFailed`` when the training loss becomes NaN or infinite (the
+    record says so: ``records``), or when the run failed before.
+    """
+
+    check_config(config)
+    eval_prefixes = [parse_eval_prefix(e) for e in eval_prefixes] if config.prefix else []
+    record = RunRecord(record_path(config, results_dir), config.as_dict())
+    try:
+        record.start()
+    except ValueError as e:
+        raise LMError(str(e)) from None
+    record.data["hardware"]["dtype_policy"] = config.dtype_policy  # the model's, not the global
+    if record.finished:
+        if missing_evals(record.data, eval_prefixes):
+            return evaluate_run(record.path, source, eval_prefixes, verbose, jit_compile)
+        if verbose:
+            print(f"[skip] {config.name}: finished ({record.path})", flush=True)
+        return record.data
+    corpus = load_lm_corpus(source, config, progress=bool(verbose))
+    train_targets = scored_targets(len(corpus.train), config.first_target)
+    record.data["corpus"] = {
+        "source": corpus.source,
+        "vocab_size": corpus.vocab_size,
+        "words": {p: len(getattr(corpus, p)) for p in ("train", "valid", "test")},
+        "unk_rate_train": corpus.unk_rate("train"),
+        "settings": corpus.settings,
+    }
+    if jit_compile is None:
+        jit_compile = PRESETS[config.preset].jit_compile
+    record.data["jit_compile"] = jit_compile
+    record.data["hardware"].update(distribution_summary())
+    set_seed(config.seed)
+    model, done = resume(record, lambda: build_model(config, corpus.vocab_size, jit_compile))
+    first_step, metric_state = 0, None
+    partial = resume_partial(record, done) if done < config.epochs else None
+    if partial is not None:  # a mid-epoch checkpoint of epoch done + 1
+        model, first_step, metric_state = partial
+    model.jit_compile = jit_compile  # a resumed model may come from a run with the other setting
+
+    def train_batches(first_epoch: int, epochs: int, first_step: int = 0) -> TrainBatches:
+        return TrainBatches(
+            corpus.train,
+            train_targets,
+            config.order,
+            config.prefix,
+            config.batch_size,
+            config.seed,
+            first_epoch,
+            epochs,
+            config.min_prefix,
+            first_step,
+        )
+
+    batches = train_batches(done, config.epochs)
+    if verbose:
+        where = f"resuming after epoch {done}" if done else "starting"
+        if first_step:
+            where = f"resuming epoch {done + 1} after {first_step:,} updates"
+        updates = batches.steps_per_epoch * (config.epochs - done)
+        estimate = updates * estimate_update_seconds(config, corpus.vocab_size)
+        print(
+            f"[run] {config.name} ({config.model}; corpus {config.corpus}, preset "
+            f"{config.preset}, V = {corpus.vocab_size:,}, {config.epochs} epochs of "
+            f"{batches.steps_per_epoch:,} updates; ~{_duration(estimate)} left on this machine, "
+            f"estimated): {where} -> {record.path}",
+            flush=True,
+        )
+    clock = {"start": time.time()}
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: clock.update(start=time.time())
+    )
+
+    def evaluate(m: Any) -> dict[str, float]:
+        seconds = time.time() - clock["start"]
+        return {
+            "train_seconds": seconds,
+            "ms_per_step": 1000 * seconds / batches.steps_per_epoch,
+            "valid_perplexity": perplexity(m, corpus.valid, config, config.batch_size),
+        }
+
+    def train(data: TrainBatches) -> None:
+        """``fit`` over ``data``'s epochs; a ``data.first_step`` > 0 makes its one epoch the
+        rest of an interrupted epoch."""
+        first_step = data.first_step
+        model.fit(
+            data,
+            epochs=data.epochs,
+            initial_epoch=data.first_epoch,
+            steps_per_epoch=data.steps_per_epoch - first_step,
+            shuffle=False,  # TrainBatches shuffles, per epoch; Keras would mix epochs' batches
+            callbacks=[
+                timer,
+                RestoreMetrics(metric_state) if first_step else keras.callbacks.Callback(),
+                FailOnNonFiniteLoss(record, batches.steps_per_epoch, first_step=first_step),
+                MidEpochCheckpoint(record, first_step=first_step),
+                EpochCheckpoint(record, evaluate, verbose=verbose),
+                *callbacks,
+            ],
+            verbose=verbose,
+        )
+
+    if first_step:  # finish the interrupted epoch first (its remaining updates only)
+        train(train_batches(done, done + 1, first_step))
+        done += 1
+    if done < config.epochs and not record.failed:
+        train(train_batches(done, config.epochs))
+    raise_if_failed(record)
+    test = perplexity(model, corpus.test, config, config.batch_size)
+    save_model_atomic(model, final_model_path(record.path))
+    summary = summarize(record.data["epochs"], test) | distance_summary(model)
+    if eval_prefixes:
+        scores, words = eval_prefix_scores(model, corpus, config, eval_prefixes, verbose)
+        summary |= {"eval_prefix": sorted_evals(scores), "eval_prefix_words": sorted_evals(words)}
+    record.finish(**summary)
+    remove_checkpoints(record)
+    if verbose:
+        print(f"[done] {config.name}: test perplexity {test:.2f}", flush=True)
+    return record.data
+
+
+def estimate_update_seconds(config: RunConfig, vocab_size: int) -> float:
+    """Rough seconds per update on this machine: the update's matmul FLOP (the softmax layer
+    dominates: ~6 x B x H x V) over a float32 matmul timed now with NumPy, x 1.5 for the rest;
+    measured ratio to real updates on a CPU ~1-2 (benchmarks/bench_lm.py). An accelerator is
+    taken to be 50x faster (measured on an H100: 1.25 ms per paper update when shared); on a
+    CPU ~20 ms of per-update overhead is added (it dominates at small V)."""
+    width = (config.order - 1 + (1 if config.prefix else 0)) * config.embedding_dim
+    flop = 6 * config.batch_size * config.hidden * (vocab_size + width)
+    if compute_device()["device"] != "cpu":
+        return 1.5 * flop / 50 / _matmul_flops()
+    return 0.02 + 1.5 * flop / _matmul_flops()  # + ~20 ms of per-update overhead (small V)
+
+
+def _matmul_flops(n: int = 512) -> float:
+    """FLOP/s of an n x n float32 NumPy matmul on this machine (best of 3)."""
+    a = np.ones((n, n), np.float32)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / max(best, 1e-9)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{max(seconds, 60) / 60:.0f} min"
+
+
+def run_grid(
+    table: str,
+    source: CorpusSource,
+    preset: str = "cpu",
+    results_dir: Path = RESULTS_DIR,
+    seeds: Sequence[int] = (),
+    verbose: int = 1,
+    jit_compile: bool | None = None,
+    eval_prefixes: Sequence[int | str] | None = None,
+    **overrides: Any,
+) -> list[dict]:
+    """All runs of ``table`` (seed-major, so early stops still cover every model); attention
+    runs of a future-work table are also scored at its eval prefixes (or ``eval_prefixes``).
+    A failed run (``RunFailed``) is reported in one line and the grid goes on; its record is
+    among those returned (``records.grid_failures`` words the error)."""
+    configs = table_runs(table, source, preset, seeds, **overrides)
+    if eval_prefixes is None:
+        eval_prefixes = table_eval_prefixes(table)
+    return walk_grid(
+        configs,
+        lambda c: run(c, source, results_dir, verbose, jit_compile, (), eval_prefixes),
+        lambda c: f"table {table}: {c.name}",
+        verbose,
+    )
