@@ -9,7 +9,8 @@ import pytest
 
 import reference as ref
 from thesis_repro import ffattention, tasks, training
-from thesis_repro.models import raffel_model
+from thesis_repro.ffattention.model import raffel_model
+from thesis_repro.ffattention.report import best_over_learning_rates
 
 
 def leaky(x: np.ndarray) -> np.ndarray:
@@ -124,8 +125,8 @@ def test_best_learning_rate_prefers_fewest_epochs():
         }
 
     slow, fast, unsolved = record(1e-3, [0.5, 1.0]), record(3e-3, [1.0]), record(1e-2, [0.99])
-    assert ffattention._best_over_learning_rates([slow, unsolved, fast]) is fast
-    assert ffattention._best_over_learning_rates([unsolved]) is unsolved
+    assert best_over_learning_rates([slow, unsolved, fast]) is fast
+    assert best_over_learning_rates([unsolved]) is unsolved
 
 
 def test_raffel_model_checkpoint_roundtrip_keeps_the_leaky_slope(rng, tmp_path):

@@ -1,4 +1,4 @@
-"""Tests of the Kneser-Ney baseline (``thesis_repro.kneser_ney``): probabilities and perplexities
+"""Tests of the Kneser-Ney baseline (``thesis_repro.lm.kneser_ney``): probabilities and perplexities
 computed by hand on a tiny corpus (Chen & Goodman 1998, interpolated modified Kneser-Ney), the
 discount estimates, sum-to-one, a brute-force reference on random text, the conventions shared
 with the neural models (windows, scored positions), the records and the command line's errors.
@@ -16,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from thesis_repro import kneser_ney as kn
 from thesis_repro import lm
 from thesis_repro.files import write_json_atomic
-from thesis_repro.kneser_ney import PAD
+from thesis_repro.lm import cli as lm_cli
+from thesis_repro.lm import kneser_ney as kn
+from thesis_repro.lm.kneser_ney import PAD
 
 ROOT = Path(__file__).resolve().parents[1]
 A, B, C, D = 0, 1, 2, 3  # word ids of the tiny corpus; D never occurs in training
@@ -202,7 +203,7 @@ def test_a_wrong_discount_changes_the_probabilities() -> None:
 
 @pytest.mark.parametrize("order", [3, 5])
 def test_windows_and_scored_positions_are_the_neural_models(order: int) -> None:
-    from thesis_repro.language_models import window_inputs
+    from thesis_repro.lm.batches import window_inputs
 
     tokens = np.arange(40, dtype=np.int32) % 7
     targets = lm.scored_targets(len(tokens))
@@ -256,7 +257,7 @@ def test_sentence_bounded_scores_every_token(tmp_path: Path) -> None:
 def exit_status(args: list[str]) -> int:
     """``main``'s exit status, whether it returns it or argparse exits."""
     try:
-        return kn.main(args)
+        return lm_cli.main(["kneser-ney", *args])
     except SystemExit as stop:
         return int(stop.code or 0)
 
@@ -284,7 +285,7 @@ def test_cli_errors_one_line_no_files(
 @pytest.mark.slow  # a fresh process imports Keras: ~10 s on a loaded 2-core machine
 def test_cli_error_in_a_process() -> None:
     bad = subprocess.run(
-        [sys.executable, "-m", "thesis_repro.kneser_ney", "--order", "0"],
+        [sys.executable, "-m", "thesis_repro.lm", "kneser-ney", "--order", "0"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -333,9 +334,9 @@ def test_table_rows_match_the_corpus_settings_and_stay_out_of_the_pairs() -> Non
 
 
 def test_report_puts_kn_rows_into_the_table_of_the_same_corpus_settings(tmp_path: Path) -> None:
-    """``lm_tables.report``: the KN records of the corpus join the table whose runs were
+    """``lm_report.report``: the KN records of the corpus join the table whose runs were
     prepared alike (here the smoke preset), and only that one."""
-    from thesis_repro import lm_tables
+    from thesis_repro.lm import report as lm_report
 
     results = tmp_path / "results"
     source = lm.CorpusSource(lm.SYNTHETIC, None)
@@ -352,7 +353,7 @@ def test_report_puts_kn_rows_into_the_table_of_the_same_corpus_settings(tmp_path
     config = lm.make_config(source, "smoke", table="3.1")
     corpus = lm.load_lm_corpus(source, config, progress=False)
     kn3 = kn.run_baseline(corpus, config, 3, results, progress=False)["summary"]
-    text = lm_tables.report(results, tmp_path / "figures")
+    text = lm_report.report(results, tmp_path / "figures")
     sections = text.split("### ")
     smoke = next(part for part in sections if "preset `smoke`" in part)
     cpu = next(part for part in sections if "preset `cpu`" in part)

@@ -1,4 +1,4 @@
-"""Tests of the thesis 2.2 language models (``thesis_repro.language_models``) and the thesis 3.2
+"""Tests of the thesis 2.2 language models (``thesis_repro.lm.model``) and the thesis 3.2
 experiment (``thesis_repro.lm``): maths against NumPy, masking, targets, schedule, weight decay,
 the smoke grid end to end, resume, and the command line's errors.
 """
@@ -17,19 +17,20 @@ import keras
 import numpy as np
 import pytest
 
-from thesis_repro import lm, lm_tables
+from thesis_repro import lm
 from thesis_repro.files import temporary_name
-from thesis_repro.language_models import (
+from thesis_repro.lm import cli as lm_cli
+from thesis_repro.lm import report as lm_report
+from thesis_repro.lm.batches import ScoreBatches, TrainBatches, window_inputs
+from thesis_repro.lm.model import (
     DECAYED_LAYERS,
-    ScoreBatches,
-    TrainBatches,
     attention_lm,
     bengio_lm,
     language_model,
     model_shape,
     prefix_attention,
-    window_inputs,
 )
+from thesis_repro.records import RunRecord
 from thesis_repro.training import checkpoint_path, inverse_time_schedule
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -359,7 +360,7 @@ def test_smoke_grid_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert {"train_loss", "train_nll", "valid_perplexity", "ms_per_step"} <= set(
         record["epochs"][0]
     )
-    text = lm_tables.report(results, figures)
+    text = lm_report.report(results, figures)
     assert "| 5-gram + 5 |" in text and "411.43 ± 8.37" in text and "| 2 |" in text
     assert (folder / "table.md").read_text() == text
     assert (figures / "lm_fig3.5_synthetic_smoke.pdf").stat().st_size > 1000
@@ -386,7 +387,7 @@ def test_resume_after_interruption(tmp_path: Path, capsys: pytest.CaptureFixture
     path = lm.record_path(config, tmp_path / "a")
     record = json.loads(path.read_text())
     assert not record["finished"] and len(record["epochs"]) == 1
-    assert checkpoint_path(lm.RunRecord(path, {}), 1).exists()
+    assert checkpoint_path(RunRecord(path, {}), 1).exists()
     capsys.readouterr()
     resumed = lm.run(config, source, tmp_path / "a", verbose=1)
     assert "resuming after epoch 1" in capsys.readouterr().out
@@ -417,7 +418,7 @@ def test_cli_synthetic_notice_on_first_line(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(lm.DATA_ENV, raising=False)
-    code = lm.main(
+    code = lm_cli.main(
         [
             "--preset",
             "smoke",
@@ -483,7 +484,7 @@ def test_cli_errors_one_line_no_files(
     if case == "data_dir":
         monkeypatch.setenv(lm.DATA_ENV, str(tmp_path / "no-such-dir"))
     try:
-        code = lm.main([*args, "--preset", "smoke", "--results", str(results)])
+        code = lm_cli.main([*args, "--preset", "smoke", "--results", str(results)])
     except SystemExit as exit_:  # argparse errors
         code = exit_.code
     captured = capsys.readouterr()
@@ -530,7 +531,7 @@ def test_cli_help_explains_flags(capsys: pytest.CaptureFixture) -> None:
         (["report", "--help"], ("--results", "--figures")),
     ):
         with pytest.raises(SystemExit) as info:
-            lm.main(argv)
+            lm_cli.main(argv)
         assert info.value.code == 0
         out = capsys.readouterr().out
         for flag in flags:
@@ -610,7 +611,7 @@ def test_table_pairs_each_model_with_the_n_grams_by_seed() -> None:
     ]
     rows = {
         line.split(" | ")[0][2:]: line.split(" | ")
-        for line in lm_tables.render_table(records).splitlines()
+        for line in lm_report.render_table(records).splitlines()
         if line.startswith("| ") and "gram" in line
     }
     assert rows["5-gram"][5:7] == ["–", "1.50 ± 0.71 (2 seeds)"]  # 1, 2 (seed 2: no 10-gram)

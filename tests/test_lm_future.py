@@ -1,5 +1,5 @@
 """Tests of the thesis 4.2 future work on the language model (``thesis_repro.lm``,
-``thesis_repro.language_models``, ``thesis_repro.attention_examples``): variable prefix lengths
+``thesis_repro.lm.model``, ``thesis_repro.lm.examples``): variable prefix lengths
 and their masks, "sentence" prefixes, random prefix lengths in training, the position-aware
 attention against NumPy, configs that keep earlier records valid, the smoke grids of both
 future tables end to end, exact re-scoring, ``evaluate`` and the attention figure.
@@ -16,8 +16,12 @@ import keras
 import numpy as np
 import pytest
 
-from thesis_repro import language_models, lm, lm_tables
-from thesis_repro.attention_examples import (
+from thesis_repro import lm
+from thesis_repro.files import write_json_atomic
+from thesis_repro.lm import cli as lm_cli
+from thesis_repro.lm import report as lm_report
+from thesis_repro.lm.batches import PAD_ID, TrainBatches, sentence_starts, window_inputs
+from thesis_repro.lm.examples import (
     EXAMPLES_FOLDER,
     draw_attention_examples,
     draw_example,
@@ -29,18 +33,13 @@ from thesis_repro.attention_examples import (
     summarise_examples,
     weight_by_distance,
 )
-from thesis_repro.files import write_json_atomic
-from thesis_repro.language_models import (
-    PAD_ID,
+from thesis_repro.lm.model import (
     PrefixAttentionPooling,
-    TrainBatches,
     attention_lm,
     bengio_lm,
     model_shape,
     position_awareness,
     prefix_attention,
-    sentence_starts,
-    window_inputs,
 )
 from thesis_repro.records import RunRecord
 
@@ -326,7 +325,7 @@ def test_earlier_configs_and_records_stay_valid(tmp_path: Path) -> None:
     assert random.as_dict()["min_prefix"] == 1 and random.as_dict()["position_aware"] == "bias"
     assert random.name == "cpu-5gram+1-20-posbias-thesis-seed0"
     assert random.model == "5-gram + 1..20, distance bias"
-    assert lm.POSITION_AWARE == language_models.POSITION_AWARE
+    assert lm.POSITION_AWARE == lm.POSITION_AWARE
 
 
 @pytest.mark.parametrize(
@@ -341,7 +340,7 @@ def test_earlier_configs_and_records_stay_valid(tmp_path: Path) -> None:
 def test_cli_errors_of_future_options(
     args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    code = lm.main([*args, "--preset", "smoke", "--results", str(tmp_path / "r")])
+    code = lm_cli.main([*args, "--preset", "smoke", "--results", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and message in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
@@ -355,7 +354,7 @@ def test_cli_help_lists_future_options(capsys: pytest.CaptureFixture) -> None:
         (["show-attention", "--help"], ("--checkpoint", "--sentence", "--out", "--prefix")),
     ):
         with pytest.raises(SystemExit):
-            lm.main(argv)
+            lm_cli.main(argv)
         out = capsys.readouterr().out
         for flag in flags:
             assert flag in out, flag
@@ -378,7 +377,7 @@ def future_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for table in ("future-prefix", "future-position"):
         lm.run_grid(table, source, "smoke", root / "results", seeds=(0,), verbose=0,
                     eval_prefixes=EVALS, epochs=1)  # fmt: skip
-    lm_tables.report(root / "results", root / "figures")
+    lm_report.report(root / "results", root / "figures")
     return root
 
 
@@ -461,7 +460,7 @@ def test_evaluate_fills_in_missing_scores_from_the_final_model(future_results: P
     for key in ("5", "sentence"):
         del record["summary"]["eval_prefix"][key]
     write_json_atomic(path, record)
-    code = lm.main(["evaluate", "--results", str(future_results / "results"), "--table", "3.1",
+    code = lm_cli.main(["evaluate", "--results", str(future_results / "results"), "--table", "3.1",
                     "--eval-prefix", "5", "sentence", "7", "--figures",
                     str(future_results / "figures"), "--verbose", "0"])  # fmt: skip
     assert code == 0
@@ -482,12 +481,13 @@ def test_show_attention_writes_the_figure(
     sentence = "topic3 w01 w02 w05 w00 the noun3_04 verb3_2 w01 w03 w00 the noun3_11 ."
     plain = _path(future_results, "3.1", "5gram+5")  # a record: its final model is used
     aware = lm.final_model_path(_path(future_results, "future-position", "5gram+5-posbias"))
-    code = lm.main(["show-attention", "--checkpoint", str(plain), str(aware),
+    code = lm_cli.main(["show-attention", "--checkpoint", str(plain), str(aware),
                     "--sentence", sentence, "--out", str(out)])  # fmt: skip
     assert code == 0 and out.stat().st_size > 1000
     assert f"wrote {out}" in capsys.readouterr().out
-    code = lm.main(["show-attention", "--checkpoint", str(_path(future_results, "3.1", "5gram")),
-                    "--sentence", sentence, "--out", str(out)])  # fmt: skip
+    plain = str(_path(future_results, "3.1", "5gram"))
+    code = lm_cli.main(["show-attention", "--checkpoint", plain, "--sentence", sentence,
+                        "--out", str(out)])  # fmt: skip
     assert code == 2 and "attention needs --prefix" in capsys.readouterr().err
 
 
@@ -556,7 +556,7 @@ def test_future_grids_full_smoke_preset(tmp_path: Path) -> None:
     for table in ("future-prefix", "future-position"):
         records = lm.run_grid(table, source, "smoke", tmp_path, verbose=0)
         assert all(r["finished"] for r in records)
-    text = lm_tables.report(tmp_path, tmp_path / "figures")
+    text = lm_report.report(tmp_path, tmp_path / "figures")
     assert "| 5-gram + 20 | 2 |" in text and "| 5-gram + 1..20, distance bias | 2 |" in text
     assert " ± " in text.split("| 5-gram + 1..20 | 2 |")[1].splitlines()[0]
 
@@ -591,7 +591,7 @@ def test_most_attended_counts_the_top_word_of_full_windows(tmp_path: Path) -> No
 
 def test_attention_figures_carry_their_key(monkeypatch, tmp_path: Path) -> None:
     """Every attention figure explains its marks: opacity, |, → and italics."""
-    from thesis_repro import attention_examples
+    from thesis_repro.lm import examples as attention_examples
 
     drawn = []
     monkeypatch.setattr(attention_examples, "save_figure", lambda fig, path: drawn.append(fig))

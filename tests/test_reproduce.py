@@ -17,7 +17,7 @@ import keras
 import pytest
 
 from thesis_repro import __main__ as cli
-from thesis_repro import addition, ffattention, kneser_ney, lm, report
+from thesis_repro import experiment, lm, report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -92,19 +92,19 @@ def test_replace_block_inserts_content_literally():
 
 
 def test_smoke_trains_every_lm_table_on_the_synthetic_corpus():
-    sources, note = cli.lm_sources("smoke", "/does/not/matter")
-    assert set(sources) == set(cli.LM_TABLES) and note == ""
+    sources, note = lm.table_sources("smoke", "/does/not/matter")
+    assert set(sources) == set(lm.LM_TABLES) and note == ""
     assert all(source.synthetic for source in sources.values())
 
 
 def test_missing_corpus_skips_the_language_models_with_one_line(tmp_path):
-    sources, note = cli.lm_sources("cpu", None)
+    sources, note = lm.table_sources("cpu", None)
     assert sources == {} and "--data" in note and "\n" not in note
-    sources, note = cli.lm_sources("paper", tmp_path / "nowhere")
+    sources, note = lm.table_sources("paper", tmp_path / "nowhere")
     assert sources == {} and "does not exist" in note
     (tmp_path / "eltec-pol").mkdir()
     (tmp_path / "eltec-pol" / "eltec-pol.txt").write_text("jeden dwa trzy\n")
-    sources, note = cli.lm_sources("cpu", tmp_path)
+    sources, note = lm.table_sources("cpu", tmp_path)
     assert set(sources) == {"3.1", "3.2", "future-prefix", "future-position"}
     assert sources["3.1"].name == "eltec-pol"
     assert "table ptb" in note and "table future-position-ptb" in note and "\n" not in note
@@ -118,14 +118,17 @@ def calls(monkeypatch) -> list[tuple]:
     """Replace every grid and the report by stand-ins that only record their call."""
     seen: list[tuple] = []
     monkeypatch.setattr(
-        ffattention, "run_grid", lambda *args, **kw: seen.append(("ffattention", *args))
+        experiment,
+        "run_grid",
+        lambda exp, configs, results_dir, verbose=1: seen.append(
+            (exp.name, len(configs), results_dir)
+        ),
     )
-    monkeypatch.setattr(addition, "run_grid", lambda *args, **kw: seen.append(("addition", *args)))
     monkeypatch.setattr(
         lm, "run_grid", lambda table, source, preset, *a, **kw: seen.append(("lm", table, source))
     )
     monkeypatch.setattr(
-        kneser_ney,
+        lm,
         "table_baselines",
         lambda table, source, preset, *a, **kw: seen.append(("kn", table, source)),
     )
@@ -138,23 +141,24 @@ def test_reproduce_runs_the_grids_in_order_then_reports(calls, tmp_path):
     timings = cli.reproduce(
         "smoke", tmp_path / "r", tmp_path / "f", tmp_path / "R.md", None, log=lines.append
     )
+    runs = {name: len(experiment.experiment(name).runs("smoke")) for name in experiment.NAMES}
     assert [c[:2] for c in calls] == [
-        ("ffattention", "smoke"),
-        ("addition", "smoke"),
-        *(("lm", table) for table in cli.LM_TABLES),
-        *(("kn", table) for table in cli.KN_TABLES),
+        ("ffattention", runs["ffattention"]),
+        ("addition", runs["addition"]),
+        *(("lm", table) for table in lm.LM_TABLES),
+        *(("kn", table) for table in lm.KN_TABLES),
         ("report", tmp_path / "r"),
     ]
-    assert cli.LM_TABLES[:3] == ("3.1", "3.2", "ptb"), "the thesis tables first"
+    assert lm.LM_TABLES[:3] == ("3.1", "3.2", "ptb"), "the thesis tables first"
     assert calls[0][2] == tmp_path / "r" and all(c[2].synthetic for c in calls[2:-1])
-    assert cli.KN_TABLES == ("3.1", "3.2", "ptb"), "Kneser-Ney rows for the thesis tables"
+    assert lm.KN_TABLES == ("3.1", "3.2", "ptb"), "Kneser-Ney rows for the thesis tables"
     assert calls[-1][1:] == (tmp_path / "r", tmp_path / "f", tmp_path / "R.md", None)
-    lm_steps = [f"lm {table} (synthetic)" for table in cli.LM_TABLES]
+    lm_steps = [f"lm {table} (synthetic)" for table in lm.LM_TABLES]
     assert list(timings) == [
         "ffattention",
         "addition",
         *lm_steps,
-        *(f"Kneser-Ney {table} (synthetic)" for table in cli.KN_TABLES),
+        *(f"Kneser-Ney {table} (synthetic)" for table in lm.KN_TABLES),
         "lm attention examples",
         "report",
     ]
@@ -168,15 +172,6 @@ def test_reproduce_without_corpus_skips_the_lm_and_still_reports(calls, tmp_path
     assert [c[0] for c in calls] == ["ffattention", "addition", "report"]
     skipped = [line for line in lines if "language models skipped" in line]
     assert len(skipped) == 1 and "--data" in skipped[0]
-
-
-def test_reproduce_tolerates_a_missing_experiment_module(calls, tmp_path, monkeypatch):
-    real = cli._experiment
-    monkeypatch.setattr(cli, "_experiment", lambda name: None if name == "addition" else real(name))
-    lines: list[str] = []
-    cli.reproduce("smoke", tmp_path, tmp_path, tmp_path / "R.md", None, log=lines.append)
-    assert "addition" not in [c[0] for c in calls]
-    assert any("addition skipped" in line for line in lines)
 
 
 def test_unknown_preset_is_refused(tmp_path):
@@ -197,6 +192,7 @@ def shrink_smoke_presets(setitem: Callable, set_attribute: Callable) -> None:
     from dataclasses import replace
 
     from thesis_repro import addition, ffattention, lm
+    from thesis_repro.ffattention import config as ffattention_config
 
     smoke = ffattention.PRESETS["smoke"]
     setitem(
@@ -204,9 +200,9 @@ def shrink_smoke_presets(setitem: Callable, set_attribute: Callable) -> None:
         "smoke",
         replace(smoke, epoch_caps={50: 1}, steps_per_epoch=2, test_size=20),
     )
-    every_run = ffattention.preset_runs
+    every_run = ffattention_config.preset_runs
     set_attribute(
-        ffattention,
+        ffattention_config,
         "preset_runs",
         lambda preset: [run for run in every_run(preset) if run.experiment == "table1"],
     )

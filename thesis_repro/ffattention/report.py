@@ -18,7 +18,7 @@ from thesis_repro.records import failed_note, load_records, produced_by, run_nam
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 
-def _best_over_learning_rates(records: list[dict]) -> dict | None:
+def best_over_learning_rates(records: list[dict]) -> dict | None:
     """Raffel & Ellis report the best learning rate: fewest epochs to 100%, else best accuracy."""
     if not records:
         return None
@@ -75,7 +75,7 @@ def render_table(records: list[dict]) -> str:
                 == (task, pooling, t0)
             ]
             cells.append(
-                f"{_cell_text(_best_over_learning_rates(group))} / "
+                f"{_cell_text(best_over_learning_rates(group))} / "
                 f"{_paper_text(paper[t0]) if t0 in paper else '–'}"
             )
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
@@ -160,7 +160,7 @@ def render_figure(records: list[dict], path: Path) -> Path | None:
                     if (r["config"]["task"], r["config"]["pooling"], r["config"]["t0"])
                     == (task, pooling, t0)
                 ]
-                best = _best_over_learning_rates(group)
+                best = best_over_learning_rates(group)
                 if best is None:
                     continue
                 epochs = [e["epoch"] for e in best["epochs"]]

@@ -79,6 +79,8 @@ from typing import Any
 
 from thesis_repro.corpus import CorpusError
 from thesis_repro.experiment import Experiment, Reproduction, Step
+from thesis_repro.layers import POSITION_AWARE
+from thesis_repro.lm.batches import scored_targets
 from thesis_repro.lm.config import (
     DTYPE_POLICIES,
     EVAL_PREFIXES,
@@ -101,6 +103,7 @@ from thesis_repro.lm.config import (
     Table,
     Variant,
     check_config,
+    corpus_settings,
     final_model_path,
     model_label,
     parse_eval_prefix,
@@ -112,6 +115,7 @@ from thesis_repro.lm.config import (
     table_eval_prefixes,
 )
 from thesis_repro.lm.corpora import (
+    SYNTHETIC_NOTICE,
     CorpusSource,
     load_lm_corpus,
     make_config,
@@ -130,7 +134,7 @@ from thesis_repro.lm.evaluate import (
 from thesis_repro.lm.examples import make_examples, show_attention
 from thesis_repro.lm.kneser_ney import table_baselines
 from thesis_repro.lm.model import build_model
-from thesis_repro.lm.report import report
+from thesis_repro.lm.report import report as render_tables  # (lm.report stays the module)
 from thesis_repro.lm.train import estimate_update_seconds, run, run_grid
 from thesis_repro.settings import DATA_ENV, data_dir
 
@@ -223,7 +227,7 @@ EXPERIMENT = Experiment(
     runs=runs,
     run=run_config,
     describe=describe,
-    report=report,
+    report=render_tables,
     figure_prefixes=("lm_", "attention_"),  # attention_*: thesis 3.2.4 examples
     reproduce_steps=reproduce_steps,
 )
@@ -236,9 +240,11 @@ __all__ = [
     "FUTURE_TABLES",
     "HISTORY_CAP",
     "LM_TABLES",
+    "POSITION_AWARE",
     "PRESETS",
     "SENTENCE",
     "SYNTHETIC",
+    "SYNTHETIC_NOTICE",
     "TABLES",
     "VARIANTS",
     "CorpusSource",
@@ -251,6 +257,7 @@ __all__ = [
     "Variant",
     "build_model",
     "check_config",
+    "corpus_settings",
     "estimate_update_seconds",
     "eval_prefix_scores",
     "evaluate_all",
@@ -268,10 +275,10 @@ __all__ = [
     "record_file_of",
     "record_path",
     "record_source",
-    "report",
     "resolve_corpus",
     "run",
     "run_grid",
+    "scored_targets",
     "show_attention",
     "summarize",
     "table_baselines",
