@@ -38,8 +38,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from thesis_repro.language_models import TrainBatches, window_inputs
 from thesis_repro.lm import RunConfig, build_model
+from thesis_repro.lm.batches import TrainBatches, window_inputs
 
 BATCH, EMBEDDING, HIDDEN, ORDER = 1000, 100, 200, 5
 MODELS = {"5-gram": 0, "5-gram + 5": 5}  # label -> prefix

@@ -41,7 +41,6 @@ from thesis_repro.lm.model import (
     position_awareness,
     prefix_attention,
 )
-from thesis_repro.records import RunRecord
 
 V, S, H = 40, 6, 7
 
@@ -255,68 +254,25 @@ def test_position_aware_save_load(tmp_path: Path, rng: np.random.Generator, awar
         np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0))
 
 
-def test_model_saved_with_a_fixed_prefix_width_is_rebuilt(
-    tmp_path: Path, rng: np.random.Generator
-) -> None:
-    """Final models saved before the prefix input took any length still score other prefixes."""
-    from thesis_repro.layers import AttentionPooling
-
-    config = lm.RunConfig("synthetic", "runs", "smoke", 5, 3, embedding_dim=S, hidden=H)
-    window = keras.Input((4,), dtype="int32", name="window")  # the earlier builder
-    words = keras.Input((3,), dtype="int32", name="prefix")
-    lengths = keras.Input((), dtype="int32", name="prefix_length")
-    embed = keras.layers.Embedding(V, S, name="E")
-    m = keras.layers.Reshape((4 * S,), name="window_features")(embed(window))
-    h = keras.layers.Dense(S, "relu", name="W_wh")(embed(words))
-    c, _, _ = AttentionPooling(return_attention=True, name="attention")(h, lengths=lengths)
-    m = keras.layers.Dense(H, "relu", name="W_mh")(keras.layers.Concatenate(name="m")([c, m]))
-    old = keras.Model(
-        {"window": window, "prefix": words, "prefix_length": lengths},
-        keras.layers.Dense(V, name="W_hl")(m),
-    )
-    set_weights(old, random_weights(rng, 5, 3, "none"))
-    record = tmp_path / "run.json"
-    write_json_atomic(record, {"config": config.as_dict(), "corpus": {"vocab_size": V}})
-    lm.final_model_path(record).parent.mkdir()
-    old.save(lm.final_model_path(record))
-    model = lm.load_run_model(record, jit_compile=False)
-    assert model_shape(model) == (5, 3) and model.compiled
-    tokens = rng.integers(0, V, 40).astype(np.int32)
-    x = window_inputs(tokens, np.arange(9, 40), 5, 3)
-    np.testing.assert_allclose(model.predict(x, verbose=0), old.predict(x, verbose=0), atol=1e-6)
-    assert model.predict(window_inputs(tokens, np.arange(9, 40), 5, 8), verbose=0).shape == (31, V)
-
-
 # ----------------------------------------------------------------------------------------------
 # Configs and records
 # ----------------------------------------------------------------------------------------------
 
-OLD_FIELDS = {  # RunConfig before thesis 4.2: the config dict of every earlier record
-    "corpus", "table", "preset", "order", "prefix", "variant", "seed", "epochs", "batch_size",
-    "max_words", "min_count", "tokenizer", "first_target", "embedding_dim", "hidden",
-    "weight_decay",
-}  # fmt: skip
 
-
-def test_earlier_configs_and_records_stay_valid(tmp_path: Path) -> None:
+def test_configs_are_stored_whole_and_name_their_records(tmp_path: Path) -> None:
     source = lm.CorpusSource("eltec-pol", Path("x.txt"))
     for table in ("3.1", "3.2", "ptb"):
         for config in lm.table_runs(table, source, "cpu"):
-            old = {k: v for k, v in asdict(config).items() if k in OLD_FIELDS}
-            assert config.as_dict() == old  # the same dict as before: same records
-            assert lm.RunConfig(**old) == config
+            assert config.as_dict() == asdict(config)
+            assert lm.RunConfig(**config.as_dict()) == config
             assert lm.record_path(config, tmp_path).name == f"{config.name}.json"
             assert "pos" not in config.name and "-20" not in config.name
     config = lm.make_config(source, "cpu", "3.1", 5, 5, seed=1)
     assert lm.record_path(config, tmp_path).name == "cpu-5gram+5-thesis-seed1.json"
-    path = lm.record_path(config, tmp_path)
-    old = {k: v for k, v in asdict(config).items() if k in OLD_FIELDS}
-    write_json_atomic(path, {"config": old, "epochs": [], "summary": {}, "finished": False})
-    RunRecord(path, config.as_dict()).start()  # a record written before does not clash
-    # overrides hash the same dict as before
+    # overrides of the preset's scale get a hash of the config in the name
     longer = lm.make_config(source, "cpu", "3.1", 5, 5, epochs=9)
     assert lm.record_path(longer, tmp_path) != lm.record_path(config, tmp_path)
-    # the future-work configs carry their new fields, and reuse Table 3.1's runs
+    # the future-work configs carry their options, and reuse Table 3.1's runs
     runs = lm.table_runs("future-prefix", source, "cpu")
     assert {c.table for c in runs} == {"3.1", "future-prefix"}
     assert set(lm.table_runs("3.1", source, "cpu")) <= set(runs)
@@ -325,7 +281,6 @@ def test_earlier_configs_and_records_stay_valid(tmp_path: Path) -> None:
     assert random.as_dict()["min_prefix"] == 1 and random.as_dict()["position_aware"] == "bias"
     assert random.name == "cpu-5gram+1-20-posbias-thesis-seed0"
     assert random.model == "5-gram + 1..20, distance bias"
-    assert lm.POSITION_AWARE == lm.POSITION_AWARE
 
 
 @pytest.mark.parametrize(

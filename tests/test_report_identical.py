@@ -58,6 +58,8 @@ def test_figures_are_byte_identical(rendered):
     assert {p.name for p in figures} <= {p.name for p in (ROOT / "figures").glob("*.pdf")}
     version = _rendered_matplotlib((ROOT / "REPORT.md").read_text())
     if version != matplotlib.__version__:
-        pytest.skip(f"figures were rendered with matplotlib {version}, not {matplotlib.__version__}")
+        pytest.skip(
+            f"figures were rendered with matplotlib {version}, not {matplotlib.__version__}"
+        )
     differ = [p.name for p in figures if p.read_bytes() != (ROOT / "figures" / p.name).read_bytes()]
     assert not differ, f"re-rendered figures differ from the committed ones: {differ}"

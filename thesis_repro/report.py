@@ -44,16 +44,10 @@ def _format_items(values: Mapping[str, Any]) -> str:
 
 
 def _format_hardware(machine: Mapping[str, Any]) -> str:
-    """CPUs and system, then the Keras backend, device and dtype policy (records written before
-    these were stored say so)."""
-    text = (
-        f"{machine.get('cpus', '?')} CPUs ({machine.get('machine', '?')}), {machine.get('system')}"
-    )
-    if "backend" not in machine:
-        return text + ", backend not recorded"
+    """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``)."""
     return (
-        f"{text}, Keras backend {machine['backend']} on {machine.get('device', '?')}, "
-        f"dtype policy {machine.get('dtype_policy', '?')}"
+        f"{machine['cpus']} CPUs ({machine['machine']}), {machine['system']}, Keras backend "
+        f"{machine['backend']} on {machine['device']}, dtype policy {machine['dtype_policy']}"
     )
 
 

@@ -301,9 +301,8 @@ class RunConfig:
     """One training run (everything that changes its result).
 
     ``table`` is ``3.1``, ``3.2``, ``ptb``, ``future-prefix``, ``future-position`` or ``runs``
-    (single runs from the command line). ``min_prefix`` and ``position_aware`` (thesis 4.2)
-    came later: ``as_dict`` leaves them out at their defaults, so the records of earlier runs
-    keep matching their configs.
+    (single runs from the command line); ``min_prefix`` and ``position_aware`` are thesis
+    4.2's options, ``dtype_policy`` the Keras dtype policy of the run's layers.
     """
 
     corpus: str
@@ -327,12 +326,8 @@ class RunConfig:
     dtype_policy: str = "float32"
 
     def as_dict(self) -> dict[str, Any]:
-        """The config as stored in records: ``asdict`` without later fields at their defaults."""
-        values = asdict(self)
-        for field, default in _LATER_FIELDS.items():
-            if values[field] == default:
-                del values[field]
-        return values
+        """The config as stored in records (every field)."""
+        return asdict(self)
 
     @property
     def model(self) -> str:
@@ -349,13 +344,6 @@ class RunConfig:
             model += "-pos" + {"bias": "bias", "embedding": "emb"}[self.position_aware]
         precision = "" if self.dtype_policy == "float32" else f"-{self.dtype_policy}"
         return f"{self.preset}-{model}-{self.variant}{precision}-seed{self.seed}"
-
-
-_LATER_FIELDS: dict[str, Any] = {
-    "min_prefix": 0,
-    "position_aware": "none",
-    "dtype_policy": "float32",
-}
 
 
 #: Keras dtype policies a run may use (``--dtype-policy``): float32 everywhere, or mixed

@@ -21,7 +21,6 @@ from thesis_repro.lm.config import (
     EVAL_PREFIXES,
     HISTORY_CAP,
     NAME,
-    PRESETS,
     SENTENCE,
     LMError,
     RunConfig,
@@ -32,7 +31,6 @@ from thesis_repro.lm.config import (
     sorted_evals,
 )
 from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, record_source
-from thesis_repro.lm.model import build_model
 from thesis_repro.records import load_record
 from thesis_repro.settings import RESULTS_DIR
 
@@ -125,12 +123,8 @@ def distance_summary(model: Any) -> dict[str, Any]:
 
 def load_run_model(path: str | os.PathLike, jit_compile: bool | None = None) -> Any:
     """The final model of a finished run (record, final model or checkpoint path), compiled as
-    for training, ready for ``perplexity`` or ``prefix_attention``.
-
-    A model saved before the prefix input took any length (a fixed ``(batch, p)`` input) is
-    rebuilt from the run's record with the same weights, so it takes other prefixes too.
-    """
-
+    for training, ready for ``perplexity`` or ``prefix_attention`` (its prefix input takes any
+    length)."""
     path = Path(path)
     model_file = path if path.suffix == ".keras" else final_model_path(path)
     if not model_file.exists():
@@ -139,16 +133,6 @@ def load_run_model(path: str | os.PathLike, jit_compile: bool | None = None) -> 
             "be scored again; delete the record to train the run again"
         )
     model = keras.saving.load_model(model_file)
-    widths = [t.shape[1] for t in model.inputs if t.name.split(":")[0] == "prefix"]
-    record = load_record(record_file_of(path))
-    if widths and widths[0] is not None and record is not None:
-        fresh = build_model(
-            RunConfig(**record["config"]), record["corpus"]["vocab_size"], model.jit_compile
-        )
-        for layer in model.layers:
-            if layer.weights:
-                fresh.get_layer(layer.name).set_weights(layer.get_weights())
-        model = fresh
     if jit_compile is not None:
         model.jit_compile = jit_compile
     return model
@@ -182,7 +166,7 @@ def evaluate_run(
     source = source or record_source(record)
     corpus = load_lm_corpus(source, config, progress=bool(verbose))
     if jit_compile is None:
-        jit_compile = record.get("jit_compile", PRESETS[config.preset].jit_compile)
+        jit_compile = record["jit_compile"]
     model = load_run_model(path, jit_compile)
     scores, words = eval_prefix_scores(model, corpus, config, missing, verbose)
     summary = record["summary"]

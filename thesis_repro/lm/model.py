@@ -148,16 +148,12 @@ def language_model(
 
 def model_shape(model: keras.Model) -> tuple[int, int]:
     """``(order, prefix)`` of a model built by ``language_model``; ``prefix`` is the trained
-    prefix length (the attention layer's), or the prefix input's width for a model saved
-    before the prefix length became variable."""
+    prefix length (the attention layer's)."""
     shapes = {t.name.split(":")[0]: t.shape for t in model.inputs}
     order = int(shapes["window"][1]) + 1
     if "prefix" not in shapes:
         return order, 0
-    attention = model.get_layer("attention")
-    if isinstance(attention, PrefixAttentionPooling):
-        return order, attention.prefix
-    return order, int(shapes["prefix"][1])
+    return order, model.get_layer("attention").prefix
 
 
 def position_awareness(model: keras.Model) -> str:

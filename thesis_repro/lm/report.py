@@ -56,14 +56,14 @@ def _model_key(config: dict) -> ModelKey:
     return (
         config["order"],
         config["prefix"],
-        config.get("min_prefix", 0),
-        config.get("position_aware", "none"),
+        config["min_prefix"],
+        config["position_aware"],
     )
 
 
 def _precision(config: dict) -> str:
     """`` (dtype policy mixed_bfloat16)`` for a mixed-precision group; nothing for float32."""
-    policy = config.get("dtype_policy", "float32")
+    policy = config["dtype_policy"]
     return "" if policy == "float32" else f" (dtype policy {policy})"
 
 
