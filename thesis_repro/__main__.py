@@ -36,7 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from thesis_repro.cli import Parser, interrupted
+from thesis_repro.cli import (
+    Parser,
+    add_figures_option,
+    add_results_option,
+    add_verbose_option,
+    interrupted,
+)
 from thesis_repro.corpus import CorpusError
 from thesis_repro.experiment import Reproduction, experiments
 from thesis_repro.lm import LMError
@@ -134,20 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=data_dir(),
         help=f"folder of the LM corpora (eltec-pol/, ptb/); default ${DATA_ENV}",
     )
-    rerun.add_argument(
-        "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=1,
-        help="Keras progress: 1 = bar per epoch (default), 2 = a line per epoch, 0 = silent",
-    )
+    add_verbose_option(rerun)
     for command in (rep, rerun):
-        command.add_argument(
-            "--results", type=Path, default=RESULTS_DIR, help="records directory (%(default)s)"
-        )
-        command.add_argument(
-            "--figures", type=Path, default=FIGURES_DIR, help="figure directory (%(default)s)"
-        )
+        add_results_option(command, RESULTS_DIR)
+        add_figures_option(command)
         command.add_argument(
             "--report", type=Path, default=REPORT_PATH, help="report file (%(default)s)"
         )

@@ -90,31 +90,31 @@ def results_folder(command: str, given: Path | None) -> Path:
     return RUNS_DIR if command in ("run", "train") else RESULTS_DIR
 
 
-def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argparse.ArgumentParser:
-    """A :class:`Parser` with ``--results``, ``--figures`` and ``--verbose``, and the presets as
-    epilog.
+def add_results_option(parser: argparse.ArgumentParser, default: Path | None = None) -> None:
+    """``--results``: where records are written and read. ``default`` None: decided per command
+    by :func:`results_folder` (``runs/`` for a single run, ``results/`` otherwise)."""
+    if default is None:
+        text = (
+            f"directory for the JSON records (default: {RUNS_DIR}/ for a single run, which keeps "
+            f"ad-hoc runs out of the committed tree; {RESULTS_DIR}/ for grids and reports)"
+        )
+    else:
+        text = "directory for the JSON records and checkpoints (default: %(default)s)"
+    parser.add_argument("--results", type=Path, default=default, help=text)
 
-    ``doc`` is the experiment module's docstring (its first paragraph becomes the description);
-    each preset needs a ``description``.
-    """
-    parser = Parser(
-        prog=prog,
-        description=doc.split("\n\n")[0] + " Train, run a preset grid, or render outputs.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Presets:\n" + "\n".join(f"  {k}: {p.description}" for k, p in presets.items()),
-    )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        help=f"directory for the JSON records (default: {RUNS_DIR}/ for a single `run`, which "
-        f"keeps ad-hoc runs out of the committed tree; {RESULTS_DIR}/ for `grid` and `report`)",
-    )
+
+def add_figures_option(parser: argparse.ArgumentParser) -> None:
+    """``--figures``: where figure PDFs are written."""
     parser.add_argument(
         "--figures",
         type=Path,
         default=FIGURES_DIR,
         help="directory for figure PDFs (default: %(default)s)",
     )
+
+
+def add_verbose_option(parser: argparse.ArgumentParser) -> None:
+    """``--verbose``: Keras's progress output."""
     parser.add_argument(
         "--verbose",
         type=int,
@@ -123,4 +123,22 @@ def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argpar
         help="Keras progress: 1 = bar per epoch (default), 2 = one line per epoch (for logs), "
         "0 = silent",
     )
+
+
+def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argparse.ArgumentParser:
+    """A :class:`Parser` with ``--results``, ``--figures`` and ``--verbose``, and the presets as
+    epilog.
+
+    ``doc`` is the experiment package's docstring (its first paragraph becomes the description);
+    each preset needs a ``description``.
+    """
+    parser = Parser(
+        prog=prog,
+        description=doc.split("\n\n")[0] + " Train, run a preset grid, or render outputs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Presets:\n" + "\n".join(f"  {k}: {p.description}" for k, p in presets.items()),
+    )
+    add_results_option(parser)
+    add_figures_option(parser)
+    add_verbose_option(parser)
     return parser

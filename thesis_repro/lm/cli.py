@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from thesis_repro.cli import Parser, int_at_least, interrupted, positive_int, seed_int
+from thesis_repro.cli import (
+    Parser,
+    add_figures_option,
+    add_results_option,
+    add_verbose_option,
+    int_at_least,
+    interrupted,
+    positive_int,
+    seed_int,
+)
 from thesis_repro.corpus import CorpusError
 from thesis_repro.layers import POSITION_AWARE
 from thesis_repro.lm import EXPERIMENT
@@ -57,7 +66,7 @@ from thesis_repro.runner import (
     grid_command,
     start_data_parallel,
 )
-from thesis_repro.settings import DATA_ENV, FIGURES_DIR, RESULTS_DIR, RUNS_DIR, data_dir
+from thesis_repro.settings import DATA_ENV, RESULTS_DIR, RUNS_DIR, data_dir
 
 
 def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
@@ -94,14 +103,7 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         help=f"first scored position of each part (default {FIRST_TARGET}: the 10-gram's); "
         "keep it equal for models you compare",
     )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=RESULTS_DIR if grid else RUNS_DIR,
-        help="directory for JSON records and checkpoints (default: %(default)s"
-        + ("" if grid else "; single runs stay out of the committed results/ tree")
-        + ")",
-    )
+    add_results_option(parser, RESULTS_DIR if grid else RUNS_DIR)
     add_data_parallel_option(parser)
     parser.add_argument(
         "--dtype-policy",
@@ -116,14 +118,7 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
         default=None,
         help="compile training and scoring with XLA (default: the preset's; on except smoke)",
     )
-    parser.add_argument(
-        "--verbose",
-        type=int,
-        choices=(0, 1, 2),
-        default=1,
-        help="Keras progress: 1 = live bar with the loss (default), 2 = a line per epoch, "
-        "0 = silent",
-    )
+    add_verbose_option(parser)
 
 
 def _wrap(text: str, indent: str = "") -> str:
@@ -237,12 +232,7 @@ def grid_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--seeds", type=seed_int, nargs="+", help="instances to run (default: the preset's)"
     )
-    parser.add_argument(
-        "--figures",
-        type=Path,
-        default=FIGURES_DIR,
-        help="directory for figure PDFs (default: %(default)s)",
-    )
+    add_figures_option(parser)
     parser.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(parser)
     _add_eval_prefix(parser, "override the table's eval prefixes: score the test part")
@@ -259,7 +249,8 @@ def evaluate_parser() -> argparse.ArgumentParser:
             "records (summary.eval_prefix). Then render the tables."
         ),
     )
-    _add_outputs(parser)
+    add_results_option(parser, RESULTS_DIR)
+    add_figures_option(parser)
     parser.add_argument(
         "--table",
         nargs="+",
@@ -333,7 +324,8 @@ def examples_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--force", action="store_true", help="recompute examples whose records exist"
     )
-    _add_outputs(parser)
+    add_results_option(parser, RESULTS_DIR)
+    add_figures_option(parser)
     return parser
 
 
@@ -343,18 +335,9 @@ def report_parser() -> argparse.ArgumentParser:
         description="Render results/lm/<corpus>/<table>/table.md and the figures (validation "
         "perplexity per epoch) from the JSON records.",
     )
-    _add_outputs(parser)
+    add_results_option(parser, RESULTS_DIR)
+    add_figures_option(parser)
     return parser
-
-
-def _add_outputs(parser: argparse.ArgumentParser) -> None:
-    """``--results`` and ``--figures``: where records are read and figures written."""
-    parser.add_argument(
-        "--results", type=Path, default=RESULTS_DIR, help="records (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--figures", type=Path, default=FIGURES_DIR, help="figure PDFs (default: %(default)s)"
-    )
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -541,12 +524,7 @@ def kneser_ney_parser() -> argparse.ArgumentParser:
         "synthetic corpus)",
     )
     p.add_argument("--corpus-name", metavar="NAME", help=f"corpus inside ${DATA_ENV}")
-    p.add_argument(
-        "--results",
-        type=Path,
-        default=RESULTS_DIR,
-        help="records directory (default: %(default)s)",
-    )
+    add_results_option(p, RESULTS_DIR)
     p.add_argument("--force", action="store_true", help="recompute finished records")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return p
