@@ -39,7 +39,7 @@ def measure(name: str, t0: int, steps: int) -> dict:
     import numpy as np
 
     from thesis_repro import tasks
-    from thesis_repro.models import raffel_model
+    from thesis_repro.ffattention.model import raffel_model
     from thesis_repro.records import compute_device
 
     config = CONFIGS[name]

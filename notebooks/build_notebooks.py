@@ -120,7 +120,7 @@ def ffattention_cells() -> list[nbformat.NotebookNode]:
               feed-forward attention (eq. 1: `e_t = tanh(W_hc h_t + b_hc)`, `α = softmax(e)`,
               `c = Σ α_t h_t`, `thesis_repro.layers.AttentionPooling`) or the unweighted mean
               (eq. 2); then `s = LReLU(W_cs c + b_cs)` and `y = LReLU(W_sy s + b_sy)`
-              (`thesis_repro.models.raffel_model`).
+              (`thesis_repro.ffattention.model.raffel_model`).
             - **Fixed length (§2.2, Table 1):** the addition and multiplication problems with
               lengths in [T0, 1.1 T0]; Adam, minibatches of 100, epochs of 1000 updates; epochs
               to 100% test accuracy (|error| < 0.04), best over learning rates.
@@ -246,8 +246,10 @@ def addition_cells() -> list[nbformat.NotebookNode]:
         SMOKE_INTRO,
         code(
             """
+            from thesis_repro.runner import run_grid
+
             if RUN_SMOKE:
-                addition.run_grid("smoke", SMOKE, verbose=0)
+                run_grid(addition.EXPERIMENT, addition.runs("smoke"), SMOKE, verbose=0)
                 smoke = load_records(SMOKE / "addition")
                 display(Markdown(addition.render_table(smoke)))
                 show(addition.render_training_figure(smoke, SCRATCH / "smoke_training.png"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,12 +12,16 @@ import pytest
 
 import reference as ref
 from thesis_repro import addition, tasks
-from thesis_repro.models import (
+from thesis_repro.addition import cli as addition_cli
+from thesis_repro.addition.model import (
     attention_gated_lstm_model,
-    raffel_model,
     thesis_lstm_model,
     thesis_reinitialize,
 )
+from thesis_repro.ffattention.model import raffel_model
+from thesis_repro.records import command_line
+from thesis_repro.runner import run_grid
+from thesis_repro.settings import COMMAND_ENV
 
 ATOL = 1e-5
 
@@ -181,11 +186,20 @@ def test_forget_bias_runs_are_named_apart_and_keep_old_records_valid():
 
 
 def test_every_command_line_flag_is_explained():
-    parser = addition.build_parser()
+    parser = addition_cli.build_parser()
     subparsers = next(a for a in parser._actions if a.choices and "run" in a.choices).choices
     for command in (parser, *subparsers.values()):
         for action in command._actions:
             assert action.help, f"{command.prog}: {action.option_strings} has no help"
+
+
+def test_records_name_the_command_as_it_was_typed(monkeypatch):
+    """``python -m thesis_repro.addition`` runs ``thesis_repro/addition/__main__.py``; records and
+    tables name the module, not the file."""
+    script = Path(addition.__file__).with_name("__main__.py")
+    monkeypatch.delenv(COMMAND_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", [str(script), "grid", "--preset", "smoke"])
+    assert command_line() == "python -m thesis_repro.addition grid --preset smoke"
 
 
 # --- the smoke preset, end to end ----------------------------------------------------------
@@ -196,7 +210,7 @@ def smoke(tmp_path_factory) -> tuple[Path, Path]:
     """Run the smoke preset once for the tests below (records, figures, table)."""
     root = tmp_path_factory.mktemp("addition")
     results, figures = root / "results", root / "figures"
-    addition.run_grid("smoke", results, verbose=0)
+    run_grid(addition.EXPERIMENT, addition.runs("smoke"), results, verbose=0)
     addition.report(results, figures, preset="smoke")
     return results, figures
 
@@ -226,7 +240,7 @@ def test_rerun_skips_finished_runs(smoke):
     results, _ = smoke
     records = sorted((results / "addition").rglob("*.json"))
     stamps = [path.stat().st_mtime_ns for path in records]
-    addition.run_grid("smoke", results, verbose=0)
+    run_grid(addition.EXPERIMENT, addition.runs("smoke"), results, verbose=0)
     assert [path.stat().st_mtime_ns for path in records] == stamps
 
 

@@ -105,10 +105,21 @@ def command_line() -> str:
     if argv and "ipykernel" in argv[0]:
         return "a Jupyter notebook (see notebooks/)"
     if argv and argv[0].endswith(".py") and "thesis_repro" in argv[0]:
-        module = Path(argv[0]).with_suffix("").name
-        name = "thesis_repro" if module == "__main__" else f"thesis_repro.{module}"
-        argv = ["python", "-m", name, *argv[1:]]
+        argv = ["python", "-m", _module_name(Path(argv[0])), *argv[1:]]
     return " ".join(argv)
+
+
+def _module_name(script: Path) -> str:
+    """``.../thesis_repro/addition/__main__.py`` -> ``thesis_repro.addition`` (what ``python -m``
+    was given); ``.../thesis_repro/__main__.py`` -> ``thesis_repro``."""
+    parts = script.with_suffix("").parts
+    if "thesis_repro" in parts:  # the package's folder: its subpackages and module follow
+        parts = parts[len(parts) - parts[::-1].index("thesis_repro") :]
+    else:
+        parts = parts[-1:]
+    if parts and parts[-1] == "__main__":
+        parts = parts[:-1]
+    return ".".join(("thesis_repro", *parts))
 
 
 # --- one process per run: a lock file beside the record ------------------------------------

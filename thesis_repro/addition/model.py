@@ -1,100 +1,25 @@
-"""Model builders: the Raffel & Ellis attention network and the thesis addition LSTMs.
+"""The models of thesis 3.1 (Malik 2016, 2.1): the LSTM and the attention-gated LSTM.
 
-Each builder cites the section it implements. Initialisation follows the papers: weights drawn
-from N(0, 1/sqrt(fan_in)) (Raffel & Ellis 2.1), biases zero.
+Each builder cites the section it implements. Initialisation follows thesis 3.1: weights drawn
+from N(0, 1/sqrt(output_dim)), biases zero (Raffel & Ellis's N(0, 1/sqrt(fan_in)) is
+``thesis_repro.layers.normal_fan_in``). The attention network of 2.1.2 is
+``thesis_repro.ffattention.model.raffel_model``, re-initialised by :func:`thesis_reinitialize`.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from typing import Literal
 
 import keras
 
 from thesis_repro.layers import (
-    LEAKY_SLOPE,
     AttentionGatedLSTM,
     AttentionPooling,
-    ChunkedFeedForwardPooling,
     LengthMask,
-    MeanPooling,
     leaky_relu,
-    normal_fan_in,
     scaled_sigmoid,
 )
-
-Pooling = Literal["attention", "mean"]
-
-
-def raffel_model(
-    features: int = 2,
-    hidden: int = 100,
-    pooling: Pooling = "attention",
-    classes: int | None = None,
-    seed: int | None = None,
-    name: str | None = None,
-    chunked: bool = False,
-    chunk_size: int = 64,
-) -> keras.Model:
-    """Raffel & Ellis 2.1 feed-forward attention network (thesis 2.1.2 "Attention mechanism").
-
-    ``h_t = f(W_xh x_t + b)``; ``c`` = attention (eq. 1) or mean (eq. 2) pooling of h over the
-    sequence's true length; ``s = f(W_cs c + b)``; ``y = f(W_sy s + b)`` with f the leaky ReLU
-    everywhere, the output included. With ``classes`` the output is a softmax over that many
-    classes instead (the temporal-order task). Inputs: ``x`` (batch, T, features) and
-    ``lengths`` (batch,).
-
-    ``chunked=True`` computes h and the pooling with the fused ``ChunkedFeedForwardPooling``
-    (same function, same initialisation; memory independent of T, several times faster at long
-    T; see ``benchmarks/bench_ffattention.py``). Its weights live in one layer named "pool".
-    """
-    if pooling not in ("attention", "mean"):
-        raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}.")
-    seeds = iter(range(0 if seed is None else seed * 10, 10**9))
-
-    def init(fan_in: int) -> keras.initializers.Initializer:
-        return normal_fan_in(fan_in, None if seed is None else next(seeds))
-
-    x = keras.Input((None, features), name="x")
-    lengths = keras.Input((), dtype="int32", name="lengths")
-    if chunked:
-        c = ChunkedFeedForwardPooling(
-            hidden,
-            pooling=pooling,
-            negative_slope=LEAKY_SLOPE,
-            chunk_size=chunk_size,
-            kernel_initializer=init(features),
-            attention_initializer=init(hidden),
-            name="pool",
-        )(x, lengths=lengths)
-    else:
-        c = _unfused_pooling(x, lengths, hidden, pooling, init)
-    s = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(hidden), name="s")(c)
-    if classes is None:
-        y = keras.layers.Dense(1, leaky_relu, kernel_initializer=init(hidden), name="y")(s)
-        y = keras.layers.Reshape((), name="prediction")(y)
-    else:
-        y = keras.layers.Dense(
-            classes, "softmax", kernel_initializer=init(hidden), name="prediction"
-        )(s)
-    return keras.Model({"x": x, "lengths": lengths}, y, name=name or f"raffel_{pooling}")
-
-
-def _unfused_pooling(x, lengths, hidden: int, pooling: Pooling, init) -> keras.KerasTensor:
-    """``h = f(W_xh x + b)`` as a Dense layer "h", then the pooling layer of eq. 1 or eq. 2."""
-    h = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(x.shape[-1]), name="h")(x)
-    if pooling == "attention":
-        return AttentionPooling(kernel_initializer=init(hidden), name="attention")(
-            h, lengths=lengths
-        )
-    return MeanPooling(name="mean")(h, lengths=lengths)
-
-
-# --------------------------------------------------------------------------------------------
-# Thesis addition problem (Malik 2016, 2.1 and 3.1): LSTM and attention-gated LSTM
-# --------------------------------------------------------------------------------------------
-
 
 THESIS_UNITS = 64
 THESIS_HIDDEN = 100
@@ -181,9 +106,10 @@ def attention_gated_lstm_model(
     """The attention-gated LSTM of thesis 2.1.2: Raffel energies e_t added to the input gate.
 
     The attention network's first half, ``h_t = LReLU(W_xh x_t + b)`` and
-    ``e_t = tanh(W_hc h_t + b)`` (layers ``h`` and ``attention`` of :func:`raffel_model`),
-    computes the energies; ``AttentionGatedLSTM`` (64 units, scaled-sigmoid gates) adds e_t to its
-    input-gate pre-activation; ``y = LReLU(W_out h_final + b_out)`` as in thesis 2.1.1.
+    ``e_t = tanh(W_hc h_t + b)`` (layers ``h`` and ``attention`` of
+    ``ffattention.model.raffel_model``), computes the energies; ``AttentionGatedLSTM`` (64
+    units, scaled-sigmoid gates) adds e_t to its input-gate pre-activation;
+    ``y = LReLU(W_out h_final + b_out)`` as in thesis 2.1.1.
 
     - ``attention`` given (a trained ``raffel_model``): its ``h`` and ``attention`` weights are
       copied in and, with ``freeze_attention``, frozen -- the "pretrained" reading of SPEC E3.
