@@ -176,8 +176,10 @@ def ffattention_cells() -> list[nbformat.NotebookNode]:
         SMOKE_INTRO,
         code(
             """
+            from thesis_repro.runner import run_grid
+
             if RUN_SMOKE:
-                ffattention.run_grid("smoke", SMOKE, verbose=0)
+                run_grid(ffattention.EXPERIMENT, ffattention.runs("smoke"), SMOKE, verbose=0)
                 smoke = load_records(SMOKE / "ffattention")
                 display(Markdown(ffattention.render_table(smoke)))
                 show(ffattention.render_figure(smoke, SCRATCH / "ffattention_smoke.png"))
@@ -267,8 +269,8 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
             """
             # Malik (2016) §3.2: feed-forward language models with an attention-compressed prefix
 
-            What is reproduced (module `thesis_repro.lm`, models in
-            `thesis_repro.language_models`):
+            What is reproduced (package `thesis_repro.lm`, models in
+            `thesis_repro.lm.model`):
 
             - **Models:** the feed-forward n-gram language model of Bengio et al. (§2.2.1:
               embeddings S = 100, hidden layer H = 200 with ReLU, softmax over the vocabulary),
@@ -292,7 +294,7 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
             """
         ),
         parameters(),
-        setup("lm, lm_tables"),
+        setup("lm"),
         code(
             """
             def render_lm(results):
@@ -304,14 +306,14 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
                     records = load_records(folder)
                     corpus, table = folder.parent.name, folder.name
                     if table in lm.FUTURE_TABLES:  # thesis 4.2: uses the corpus's other tables
-                        future = lm_tables.render_future_table(table, load_records(folder.parent))
+                        future = lm.report.render_future_table(table, load_records(folder.parent))
                         display(Markdown(future))
                         continue
-                    display(Markdown(lm_tables.render_table(records)))
+                    display(Markdown(lm.report.render_table(records)))
                     for preset in sorted({r["config"]["preset"] for r in records}):
                         group = [r for r in records if r["config"]["preset"] == preset]
                         path = SCRATCH / f"lm_{corpus}_{table}_{preset}.png"
-                        show(lm_tables.render_figure(group, path, f"{corpus}, {table}, {preset}"))
+                        show(lm.report.render_figure(group, path, f"{corpus}, {table}, {preset}"))
             """
         ),
         md(
@@ -397,33 +399,33 @@ def attention_examples_cells() -> list[nbformat.NotebookNode]:
             """
         ),
         parameters(),
-        setup("attention_examples", "load_record"),
+        setup("lm", "load_record"),
         code(
             """
             def render_examples(results):
                 \"\"\"Draw every example record under results/lm/attention_examples/.\"\"\"
-                paths = sorted((results / attention_examples.EXAMPLES_FOLDER).glob("*.json"))
+                paths = sorted((results / lm.examples.EXAMPLES_FOLDER).glob("*.json"))
                 if not paths:
-                    print(f"no example records in {results / attention_examples.EXAMPLES_FOLDER}")
+                    print(f"no example records in {results / lm.examples.EXAMPLES_FOLDER}")
                 for path in paths:
                     record = load_record(path)
                     header = f"### Attention example `{path.stem}` ({record.get('note', '')})"
                     display(Markdown(header + "\\n\\n" + " ".join(record["words"])))
-                    show(attention_examples.draw_example(record, SCRATCH / f"{path.stem}.png"))
+                    show(lm.examples.draw_example(record, SCRATCH / f"{path.stem}.png"))
             """
         ),
         md(
             """
             ## The examples
 
-            Which runs and sentences (`attention_examples.EXAMPLES`); an example without
+            Which runs and sentences (`lm.examples.EXAMPLES`); an example without
             sentences takes the first three of the corpus's test part that
             `pick_sentences` accepts (12-25 tokens, no unknown word).
             """
         ),
         code(
             """
-            for example in attention_examples.EXAMPLES:
+            for example in lm.examples.EXAMPLES:
                 panels = ", ".join(f"{p.table}/{p.model} ({p.variant})" for p in example.panels)
                 print(f"{example.name} on {example.corpus}: {panels}")
                 for sentence in example.sentences:
@@ -436,12 +438,10 @@ def attention_examples_cells() -> list[nbformat.NotebookNode]:
         code(
             """
             if RUN_SMOKE:
-                from thesis_repro import lm
-
                 synthetic = lm.resolve_corpus(None, None, None)  # no path, no data folder
                 for table in ("3.1", "ptb", "future-position"):
                     lm.run_grid(table, synthetic, "smoke", SMOKE, verbose=0)
-                attention_examples.make_examples(SMOKE, SCRATCH, "smoke")
+                lm.examples.make_examples(SMOKE, SCRATCH, "smoke")
                 render_examples(SMOKE)
             else:
                 print("RUN_SMOKE is False: the smoke run is skipped")

@@ -18,7 +18,10 @@ import pytest
 
 import thesis_repro.__main__ as top
 from thesis_repro import addition, ffattention, lm
+from thesis_repro.addition import cli as addition_cli
+from thesis_repro.ffattention import cli as ffattention_cli
 from thesis_repro.files import write_json_atomic
+from thesis_repro.lm import cli as lm_cli
 from thesis_repro.records import (
     CorruptRecord,
     RunConflict,
@@ -123,14 +126,14 @@ TOP_BAD = [
 ]
 BAD = (
     [
-        pytest.param(ffattention.main, FF + argv, word, id=f"ffattention {argv}")
+        pytest.param(ffattention_cli.main, FF + argv, word, id=f"ffattention {argv}")
         for argv, word in FF_BAD
     ]
     + [
-        pytest.param(addition.main, ADD + argv, word, id=f"addition {argv}")
+        pytest.param(addition_cli.main, ADD + argv, word, id=f"addition {argv}")
         for argv, word in ADD_BAD
     ]
-    + [pytest.param(lm.main, argv, word, id=f"lm {argv}") for argv, word in LM_BAD]
+    + [pytest.param(lm_cli.main, argv, word, id=f"lm {argv}") for argv, word in LM_BAD]
     + [pytest.param(top.main, argv, word, id=f"thesis_repro {argv}") for argv, word in TOP_BAD]
 )
 
@@ -174,7 +177,7 @@ def test_conflicting_ffattention_rerun_names_the_record(tmp_path: Path) -> None:
     path = ffattention.record_path(config, tmp_path)
     write_json_atomic(path, {"config": asdict(config), "epochs": [], "finished": False})
     before = path.read_text()
-    code, err = call(ffattention.main, ["--results", str(tmp_path), "run", "--max-epochs", "5"])
+    code, err = call(ffattention_cli.main, ["--results", str(tmp_path), "run", "--max-epochs", "5"])
     assert code == 2
     one_error_line(err, str(path), "max_epochs 100 there, 5 now", "delete", "--results")
     assert path.read_text() == before and not lock_path(path).exists()
@@ -186,7 +189,7 @@ def test_conflicting_addition_rerun_names_the_record(tmp_path: Path) -> None:
     path = addition.record_path(config, tmp_path)
     recorded = replace(config, learning_rate=0.01).as_record()
     write_json_atomic(path, {"config": recorded, "epochs": [], "finished": False})
-    code, err = call(addition.main, ["--results", str(tmp_path), "run"])
+    code, err = call(addition_cli.main, ["--results", str(tmp_path), "run"])
     assert code == 2
     one_error_line(err, str(path), "learning_rate 0.01 there, 0.001 now")
     assert not lock_path(path).exists()
@@ -258,9 +261,9 @@ def _lm_record(results: Path) -> Path:
 
 
 RUNS = [
-    pytest.param(ffattention.main, _ffattention_record, ["run"], id="ffattention run"),
-    pytest.param(addition.main, _addition_record, ["run"], id="addition run"),
-    pytest.param(lm.main, _lm_record, ["--preset", "smoke", "--verbose", "0"], id="lm train"),
+    pytest.param(ffattention_cli.main, _ffattention_record, ["run"], id="ffattention run"),
+    pytest.param(addition_cli.main, _addition_record, ["run"], id="addition run"),
+    pytest.param(lm_cli.main, _lm_record, ["--preset", "smoke", "--verbose", "0"], id="lm train"),
 ]
 
 
@@ -276,16 +279,16 @@ def test_run_on_a_truncated_record_names_the_file(
     path = make(tmp_path)
     before = path.read_bytes()
     results = ["--results", str(tmp_path)]
-    code, err = call(main, [*results, *argv] if main is not lm.main else [*argv, *results])
+    code, err = call(main, [*results, *argv] if main is not lm_cli.main else [*argv, *results])
     assert code == 2
     one_error_line(err, str(path), "not a readable record", "delete it")
     assert path.read_bytes() == before and not lock_path(path).exists()
 
 
 REPORTS = [
-    pytest.param(ffattention.main, _ffattention_record, ["report"], id="ffattention report"),
-    pytest.param(addition.main, _addition_record, ["report"], id="addition report"),
-    pytest.param(lm.main, _lm_record, ["report"], id="lm report"),
+    pytest.param(ffattention_cli.main, _ffattention_record, ["report"], id="ffattention report"),
+    pytest.param(addition_cli.main, _addition_record, ["report"], id="addition report"),
+    pytest.param(lm_cli.main, _lm_record, ["report"], id="lm report"),
 ]
 
 
@@ -298,7 +301,7 @@ def test_report_skips_a_truncated_record_with_a_warning(
 ) -> None:
     path = make(tmp_path / "results")
     outputs = ["--results", str(tmp_path / "results"), "--figures", str(tmp_path / "figures")]
-    code, err = call(main, [*outputs, *argv] if main is not lm.main else [*argv, *outputs])
+    code, err = call(main, [*outputs, *argv] if main is not lm_cli.main else [*argv, *outputs])
     assert code == 0, err
     warnings = [line for line in err.splitlines() if str(path) in line]
     assert len(warnings) == 1 and warnings[0].startswith("warning: skipped"), err

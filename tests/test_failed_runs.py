@@ -14,7 +14,11 @@ import keras
 import numpy as np
 import pytest
 
-from thesis_repro import addition, ffattention, lm, lm_tables
+from thesis_repro import addition, ffattention, lm
+from thesis_repro.addition import cli as addition_cli
+from thesis_repro.ffattention import cli as ffattention_cli
+from thesis_repro.lm import cli as lm_cli
+from thesis_repro.lm import report as lm_report
 from thesis_repro.records import RunFailed, RunRecord, load_record, lock_path
 from thesis_repro.report import write_report
 from thesis_repro.training import (
@@ -116,7 +120,7 @@ def test_ffattention_diverging_run_fails_and_is_left_out(
 ) -> None:
     results, figures = tmp_path / "results", tmp_path / "figures"
     common = ["--results", str(results), "--figures", str(figures), "--verbose", "0"]
-    assert ffattention.main([*common, *FF_RUN]) == 1
+    assert ffattention_cli.main([*common, *FF_RUN]) == 1
     name = "addition-T50-attention-lr1e+06-seed0"
     one_error_line(capsys.readouterr().err, name, "failed: loss became", "delete")
     path = results / "ffattention" / "table1" / f"{name}.json"
@@ -127,7 +131,7 @@ def test_ffattention_diverging_run_fails_and_is_left_out(
 
     # A rerun says it failed before and trains nothing.
     stamp = path.stat().st_mtime_ns
-    assert ffattention.main([*common, *FF_RUN]) == 1
+    assert ffattention_cli.main([*common, *FF_RUN]) == 1
     one_error_line(capsys.readouterr().err, "failed before", str(path))
     assert path.stat().st_mtime_ns == stamp
 
@@ -154,7 +158,7 @@ def test_ffattention_grid_goes_on_after_a_failed_run(
     )
     monkeypatch.setitem(ffattention.PRESETS, "diverge", preset)
     args = ["--results", str(tmp_path), "--figures", str(tmp_path), "--verbose", "0"]
-    code = ffattention.main([*args, "grid", "--preset", "diverge", "--only", "table1"])
+    code = ffattention_cli.main([*args, "grid", "--preset", "diverge", "--only", "table1"])
     captured = capsys.readouterr()
     records = {
         p.stem: json.loads(p.read_text()) for p in (tmp_path / "ffattention").rglob("*.json")
@@ -183,7 +187,7 @@ def test_addition_diverging_run_fails_and_is_left_out(
     args += ["--model", "lstm", "--lr", "1e30", "--steps", "40", "--steps-per-epoch", "10"]
     args += ["--min-length", "20", "--max-length", "25", "--eval-lengths", "20", "40"]
     args += ["--eval-size", "20", "--no-jit"]
-    assert addition.main(args) == 1
+    assert addition_cli.main(args) == 1
     name = "lstm-T20-25-40steps-seed0"
     one_error_line(capsys.readouterr().err, name, "failed: loss became")
     path = results / "addition" / "lstm" / f"{name}.json"
@@ -192,7 +196,7 @@ def test_addition_diverging_run_fails_and_is_left_out(
     assert len(record["epochs"]) == (step - 1) // 10
     assert "generalisation" not in record and not list(results.rglob("*.keras"))
 
-    assert addition.main(args) == 1
+    assert addition_cli.main(args) == 1
     one_error_line(capsys.readouterr().err, "failed before")
 
     table = addition.report(results, figures)
@@ -210,17 +214,17 @@ def test_lm_diverging_run_fails_and_is_left_out(
     results, figures = tmp_path / "results", tmp_path / "figures"
     args = ["--preset", "smoke", "--variant", "diverge", "--epochs", "1"]
     args += ["--results", str(results), "--verbose", "0"]
-    assert lm.main(args) == 1
+    assert lm_cli.main(args) == 1
     one_error_line(capsys.readouterr().err, "5gram-diverge", "failed: loss became")
     [path] = (results / "lm" / "synthetic" / "runs").glob("*.json")
     record = json.loads(path.read_text())
     assert_failed(record)
     assert not list(results.rglob("*.keras"))
 
-    assert lm.main(args) == 1
+    assert lm_cli.main(args) == 1
     one_error_line(capsys.readouterr().err, "failed before")
 
-    text = lm_tables.report(results, figures)
+    text = lm_report.report(results, figures)
     note = f"1 failed run left out of this table and its figure: {path.stem} ("
     assert note + record["failed"]["reason"] + ")" in text
     assert "test perplexity (ours)" not in text, "no table of results from a failed run"

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from thesis_repro.ffattention import cli as ffattention_cli
+from thesis_repro.lm import cli as lm_cli
 from thesis_repro.records import RunBusy, RunFailed, RunRecord, claim, lock_path, release
 from thesis_repro.runner import walk_grid, without_jobs
 
@@ -115,7 +117,7 @@ def test_a_single_run_command_on_a_busy_run_says_so_in_one_line(tmp_path, capsys
     try:
         path.parent.mkdir(parents=True)
         lock_path(path).write_text(f"{socket.gethostname()} {holder.pid}")
-        status = ffattention.main(
+        status = ffattention_cli.main(
             ["--results", str(tmp_path), "run", "--t0", "50", "--max-epochs", "1"]
         )
     finally:
@@ -140,10 +142,9 @@ def test_records_are_0644_and_a_verbose_lm_run_prints_validation_perplexity(tmp_
 
 
 def test_the_bare_lm_command_uses_the_cpu_preset_and_says_what_it_will_do(tmp_path, capsys):
-    from thesis_repro import lm
 
-    assert lm.train_parser().parse_args(["--prefix", "5"]).preset == "cpu"
-    status = lm.main(["--prefix", "5", "--preset", "smoke", "--results", str(tmp_path)])
+    assert lm_cli.train_parser().parse_args(["--prefix", "5"]).preset == "cpu"
+    status = lm_cli.main(["--prefix", "5", "--preset", "smoke", "--results", str(tmp_path)])
     assert status == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("NOTE: no corpus given")
@@ -171,15 +172,15 @@ def test_a_training_command_prints_no_native_library_noise(tmp_path):
 
 
 def test_single_runs_default_to_runs_and_grids_to_results():
-    from thesis_repro import addition, ffattention, lm
+    from thesis_repro.addition import cli as addition_cli
     from thesis_repro.cli import results_folder
     from thesis_repro.settings import RESULTS_DIR, RUNS_DIR
 
     assert results_folder("run", None) == RUNS_DIR and results_folder("grid", None) == RESULTS_DIR
     assert results_folder("run", Path("x")) == Path("x")
-    assert lm.train_parser().parse_args([]).results == RUNS_DIR
-    assert lm.grid_parser().parse_args([]).results == RESULTS_DIR
-    for module in (ffattention, addition):
+    assert lm_cli.train_parser().parse_args([]).results == RUNS_DIR
+    assert lm_cli.grid_parser().parse_args([]).results == RESULTS_DIR
+    for module in (ffattention_cli, addition_cli):
         assert module.build_parser().parse_args(["run"]).results is None  # resolved in main
     assert "/runs/" in (ROOT / ".gitignore").read_text().split()
 

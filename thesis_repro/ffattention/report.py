@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from matplotlib.ticker import MaxNLocator
+
 from thesis_repro import tasks
 from thesis_repro.ffattention.config import (
     NAME,
@@ -133,8 +135,6 @@ def render_figure(records: list[dict], path: Path) -> Path | None:
     """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr);
     failed runs are left out (``render_table`` names them)."""
     plt = pyplot()
-    from matplotlib.ticker import MaxNLocator
-
     records, _ = split_failed(records)
     table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:
