@@ -75,6 +75,7 @@ class Experiment:
         """The steps of ``reproduce`` for this experiment."""
         if self.reproduce_steps is not None:
             return self.reproduce_steps(reproduction)
+
         def grid() -> list[dict[str, Any]]:
             configs = self.runs(reproduction.preset)
             return run_grid(self, configs, reproduction.results_dir, reproduction.verbose)

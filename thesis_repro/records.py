@@ -30,10 +30,71 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from thesis_repro.files import write_json_atomic
 from thesis_repro.settings import COMMAND_ENV
+
+
+class Hardware(TypedDict):
+    """Where a run ran (:func:`hardware`): the machine, then the Keras backend, the device and
+    the global dtype policy; ``distribution`` and ``devices`` when it ran data-parallel."""
+
+    machine: str
+    processor: str
+    cpus: int
+    system: str
+    backend: str
+    device: str
+    dtype_policy: str
+    distribution: NotRequired[str]
+    devices: NotRequired[int]
+    inferred: NotRequired[str]  # set by scripts/migrate_records.py: how the above were filled
+
+
+class Failure(TypedDict):
+    """Why and where a run failed (its loss became NaN or infinite at update ``step``)."""
+
+    reason: str
+    step: int
+
+
+class Record(TypedDict):
+    """One run's JSON record: written only by :class:`RunRecord`, read only by
+    :func:`load_record` / :func:`load_records` (which add ``path``).
+
+    ``config`` is the experiment's ``RunConfig`` as a dict; ``epochs`` one entry per finished
+    epoch (``epoch``, 1-based, plus the experiment's scores); ``summary`` the experiment's
+    ``summarize`` of them, filled when the run finishes. The rest is experiment-specific:
+    ``corpus`` and ``jit_compile`` (lm, Kneser-Ney), ``implementation`` (ffattention),
+    ``pretrain`` (addition), ``eval_seconds`` (scoring after training), ``partial`` (a
+    mid-epoch checkpoint's position, ``training.MidEpochCheckpoint``).
+    """
+
+    config: dict[str, Any]
+    command: str
+    epochs: list[dict[str, Any]]
+    summary: dict[str, Any]
+    finished: bool
+    started: str
+    wall_seconds: float
+    versions: dict[str, str]
+    hardware: Hardware
+    ended: NotRequired[str]
+    failed: NotRequired[Failure]
+    path: NotRequired[str]
+    corpus: NotRequired[dict[str, Any]]
+    jit_compile: NotRequired[bool]
+    implementation: NotRequired[str]
+    pretrain: NotRequired[dict[str, Any]]
+    eval_seconds: NotRequired[float]
+    partial: NotRequired[dict[str, Any]]
+
+
+def run_seconds(record: Record) -> float:
+    """Wall time of a run: its training epochs plus pretraining and evaluation where recorded."""
+    seconds = float(record.get("wall_seconds", 0.0)) + float(record.get("eval_seconds", 0.0))
+    return seconds + float(record.get("pretrain", {}).get("seconds", 0.0))
 
 
 def library_versions() -> dict[str, str]:
@@ -58,9 +119,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def hardware() -> dict[str, Any]:
+def hardware() -> Hardware:
     """What machine produced a result, and on what: Keras backend, device, dtype policy."""
-    return {**machine(), **compute_device()}
+    return {**machine(), **compute_device()}  # type: ignore[typeddict-item]
 
 
 def compute_device() -> dict[str, str]:
@@ -192,7 +253,7 @@ class RunFailed(RuntimeError):
     """A run whose loss became NaN or infinite, now or before; ``record``: its record (with
     ``path``, as ``load_records`` gives it)."""
 
-    def __init__(self, message: str, record: dict[str, Any]) -> None:
+    def __init__(self, message: str, record: Record) -> None:
         super().__init__(message)
         self.record = record
 
@@ -203,14 +264,14 @@ class RunRecord:
     def __init__(self, path: str | os.PathLike, config: dict[str, Any]) -> None:
         self.path = Path(path)
         self.config = config
-        self.data: dict[str, Any] = {}
+        self.data: Record = {}  # type: ignore[typeddict-item]  (filled by start)
 
     @property
     def finished(self) -> bool:
         return bool(self.data.get("finished"))
 
     @property
-    def failed(self) -> dict[str, Any] | None:
+    def failed(self) -> Failure | None:
         """``{"reason": ..., "step": ...}`` of a failed run, else None."""
         return self.data.get("failed") or None
 
@@ -281,7 +342,7 @@ class RunRecord:
             "delete that record to run it again)"
         )
 
-    def with_path(self) -> dict[str, Any]:
+    def with_path(self) -> Record:
         """The record's data with its ``path``, as ``load_records`` returns it."""
         return {**self.data, "path": str(self.path)}
 
@@ -324,7 +385,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def load_record(path: str | os.PathLike) -> dict[str, Any] | None:
+def load_record(path: str | os.PathLike) -> Record | None:
     """The record at ``path``, or None if there is none.
 
     Raises :class:`CorruptRecord` (naming the file) when it is not a JSON object.
@@ -343,7 +404,7 @@ def load_record(path: str | os.PathLike) -> dict[str, Any] | None:
         raise CorruptRecord(path, f"truncated or corrupt JSON: {error.msg}, {where}") from None
     if not isinstance(record, dict):
         raise CorruptRecord(path, f"a JSON {type(record).__name__}, not an object")
-    return record
+    return cast(Record, record)
 
 
 _warned: set[Path] = set()
@@ -362,7 +423,7 @@ def warn_corrupt(error: CorruptRecord) -> None:
     )
 
 
-def load_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
+def load_records(directory: str | os.PathLike) -> list[Record]:
     """Every record under ``directory`` (recursively), sorted by file name; an unreadable file
     is skipped with a warning (:func:`warn_corrupt`)."""
     directory = Path(directory)
@@ -380,27 +441,27 @@ def load_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 def split_failed(
-    records: Iterable[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    records: Iterable[Record],
+) -> tuple[list[Record], list[Record]]:
     """``records`` split into those that did not fail and those that failed."""
-    kept: list[dict[str, Any]] = []
-    failed: list[dict[str, Any]] = []
+    kept: list[Record] = []
+    failed: list[Record] = []
     for record in records:
         (failed if record.get("failed") else kept).append(record)
     return kept, failed
 
 
-def run_name(record: Mapping[str, Any]) -> str:
+def run_name(record: Record) -> str:
     """A record's run name: its file name without ``.json`` (``load_records`` sets ``path``)."""
     return Path(record.get("path", "?")).stem
 
 
-def _named(failed: list[dict[str, Any]]) -> str:
+def _named(failed: list[Record]) -> str:
     """``NAME (REASON); NAME (REASON)`` of failed records."""
     return "; ".join(f"{run_name(r)} ({r['failed'].get('reason', '?')})" for r in failed)
 
 
-def failed_note(failed: list[dict[str, Any]], where: str = "") -> str:
+def failed_note(failed: list[Record], where: str = "") -> str:
     """``1 failed run left out<where>: NAME (REASON)`` for rendered tables; "" for none."""
     if not failed:
         return ""
@@ -408,7 +469,7 @@ def failed_note(failed: list[dict[str, Any]], where: str = "") -> str:
     return f"{len(failed)} failed run{plural} left out{where}: {_named(failed)}"
 
 
-def grid_failures(records: list[dict[str, Any]]) -> str:
+def grid_failures(records: list[Record]) -> str:
     """The one-line error of a grid whose runs include failed ones ("" if none failed)."""
     failed = split_failed(records)[1]
     if not failed:
@@ -419,7 +480,7 @@ def grid_failures(records: list[dict[str, Any]]) -> str:
     )
 
 
-def produced_by(records: list[dict[str, Any]], limit: int = 3) -> str:
+def produced_by(records: list[Record], limit: int = 3) -> str:
     """The Markdown line naming the commands that produced ``records`` (for rendered tables)."""
     commands = sorted({r.get("command", "?") for r in records})
     more = f" (and {len(commands) - limit} more)" if len(commands) > limit else ""

@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from thesis_repro.experiment import experiments
-from thesis_repro.records import failed_note, hardware, library_versions, load_records, split_failed
+from thesis_repro.records import (
+    failed_note,
+    hardware,
+    library_versions,
+    load_records,
+    run_seconds,
+    split_failed,
+)
 from thesis_repro.settings import FIGURES_DIR, README_PATH, REPORT_PATH, RESULTS_DIR
 
 
@@ -31,12 +38,6 @@ def replace_block(text: str, name: str, content: str) -> str:
         re.DOTALL,
     )
     return pattern.sub(lambda m: m.group(1) + content.rstrip() + "\n" + m.group(2), text)
-
-
-def record_seconds(record: Mapping[str, Any]) -> float:
-    """Wall time of a run: its training epochs plus evaluation and pretraining where recorded."""
-    seconds = float(record.get("wall_seconds", 0.0)) + float(record.get("eval_seconds", 0.0))
-    return seconds + float(record.get("pretrain", {}).get("seconds", 0.0))
 
 
 def _format_items(values: Mapping[str, Any]) -> str:
@@ -116,9 +117,9 @@ def write_report(
     ]
     for name, group in records.items():
         finished = sum(bool(r.get("finished")) for r in group)
-        seconds = sum(record_seconds(r) for r in group)
+        seconds = sum(run_seconds(r) for r in group)
         parts.append(f"| {name} | {len(group)} | {finished} | {_hours(seconds)} |")
-    total = sum(record_seconds(r) for r in everything)
+    total = sum(run_seconds(r) for r in everything)
     parts.append(f"| all | {len(everything)} | | {_hours(total)} |")
     failed = split_failed(everything)[1]
     if failed:

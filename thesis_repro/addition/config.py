@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from thesis_repro import tasks
+from thesis_repro.records import Record
 
 NAME = "addition"
 MODELS = ("lstm", "gated-pretrained", "gated-joint")
@@ -238,7 +239,7 @@ def first_step_staying_below(
     return start
 
 
-def summarize(record: dict) -> dict[str, Any]:
+def summarize(record: Record) -> dict[str, Any]:
     """Steps run, first step below the threshold, first step from which the training MSE stays
     below it, and final training MSE of a record (all from its epochs)."""
     epochs = record["epochs"]

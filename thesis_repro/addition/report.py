@@ -22,11 +22,18 @@ from thesis_repro.addition.config import (
 )
 from thesis_repro.files import write_bytes_atomic
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import failed_note, load_records, produced_by, split_failed
+from thesis_repro.records import (
+    Record,
+    failed_note,
+    load_records,
+    produced_by,
+    run_seconds,
+    split_failed,
+)
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 
-def _select(records: list[dict], preset: str | None) -> list[dict]:
+def _select(records: list[Record], preset: str | None) -> list[dict]:
     """The records of ``preset``'s runs (all records when ``preset`` is None)."""
     if preset is None:
         return records
@@ -34,7 +41,7 @@ def _select(records: list[dict], preset: str | None) -> list[dict]:
     return [r for r in records if r["config"] in wanted]
 
 
-def _groups(records: list[dict]) -> dict[tuple[str, int], list[dict]]:
+def _groups(records: list[Record]) -> dict[tuple[str, int], list[dict]]:
     """Records by (model, steps), in the order of ``MODELS``."""
     groups: dict[tuple[str, int], list[dict]] = {}
     for record in sorted(
@@ -56,7 +63,7 @@ def _spread(values: list[float], digits: str = ".3g") -> str:
     )
 
 
-def render_table(records: list[dict]) -> str:
+def render_table(records: list[Record]) -> str:
     """Markdown: per run, per model, generalisation and gate tables (from the records); failed
     runs are left out and named at the end."""
     everything = records
@@ -160,12 +167,12 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
-def _values(records: list[dict], key: str) -> list:
+def _values(records: list[Record], key: str) -> list:
     """The distinct values of ``config[key]`` among ``records``, sorted."""
     return sorted({r["config"][key] for r in records})
 
 
-def _run_row(record: dict) -> str:
+def _run_row(record: Record) -> str:
     """One line of the runs table."""
     summary = summarize(record)
     gen = record.get("generalisation", {})
@@ -180,24 +187,18 @@ def _run_row(record: dict) -> str:
         "–" if final is None else f"{final:.3g}",
         " / ".join(f"{gen[k]:.3g}" for k in ends) or "–",
         f"{gates['input_gate_marked']:.3g} / {gates['input_gate_other']:.3g}" if gates else "–",
-        f"{_minutes(record):.1f}",
+        f"{run_seconds(record) / 60:.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def _mean(records: list[dict], source: str, key: str) -> str:
+def _mean(records: list[Record], source: str, key: str) -> str:
     """Mean of ``record[source][key]`` over the records that have it, as text."""
     values = [r[source][key] for r in records if key in r.get(source, {})]
     return f"{statistics.mean(values):.3g}" if values else "–"
 
 
-def _minutes(record: dict) -> float:
-    """Wall time of a run: training epochs, pretraining and evaluation."""
-    seconds = record.get("wall_seconds", 0.0) + record.get("eval_seconds", 0.0)
-    return (seconds + record.get("pretrain", {}).get("seconds", 0.0)) / 60
-
-
-def render_training_figure(records: list[dict], path: Path) -> Path | None:
+def render_training_figure(records: list[Record], path: Path) -> Path | None:
     """Thesis Figs 3.1 and 3.2: every run's training MSE, one panel per model, shared axes."""
     plt = pyplot()
 
@@ -231,7 +232,7 @@ def render_training_figure(records: list[dict], path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
-def render_generalisation_figure(records: list[dict], path: Path) -> Path | None:
+def render_generalisation_figure(records: list[Record], path: Path) -> Path | None:
     """Thesis Fig 3.3: mean generalisation MSE against length (bars: min..max over runs)."""
     plt = pyplot()
 

@@ -16,16 +16,23 @@ from thesis_repro.ffattention.config import (
     summarize,
 )
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import failed_note, load_records, produced_by, run_name, split_failed
+from thesis_repro.records import (
+    Record,
+    failed_note,
+    load_records,
+    produced_by,
+    run_name,
+    split_failed,
+)
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 
-def best_over_learning_rates(records: list[dict]) -> dict | None:
+def best_over_learning_rates(records: list[Record]) -> Record | None:
     """Raffel & Ellis report the best learning rate: fewest epochs to 100%, else best accuracy."""
     if not records:
         return None
 
-    def key(record: dict) -> tuple:
+    def key(record: Record) -> tuple:
         summary = record["summary"] or summarize(record["epochs"])
         solved = summary["epochs_to_100"]
         return (0, solved, 0.0) if solved else (1, 0, -(summary["final_test_accuracy"] or 0.0))
@@ -33,7 +40,7 @@ def best_over_learning_rates(records: list[dict]) -> dict | None:
     return min(records, key=key)
 
 
-def _cell_text(record: dict | None) -> str:
+def _cell_text(record: Record | None) -> str:
     if record is None:
         return "–"
     summary = record["summary"] or summarize(record["epochs"])
@@ -48,7 +55,7 @@ def _paper_text(value: int | float) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, float) else str(value)
 
 
-def render_table(records: list[dict]) -> str:
+def render_table(records: list[Record]) -> str:
     """Markdown: Table 1 (ours beside the paper), the variable-length and temporal-order runs.
 
     Failed runs, and runs without a finished epoch, are left out and named at the end.
@@ -131,7 +138,7 @@ def render_table(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_figure(records: list[dict], path: Path) -> Path | None:
+def render_figure(records: list[Record], path: Path) -> Path | None:
     """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr);
     failed runs are left out (``render_table`` names them)."""
     plt = pyplot()

@@ -17,6 +17,7 @@ import numpy as np
 
 from thesis_repro.cli import MAX_SEED
 from thesis_repro.layers import POSITION_AWARE
+from thesis_repro.records import Record
 from thesis_repro.settings import RESULTS_DIR
 
 NAME = "lm"
@@ -476,7 +477,7 @@ def sorted_evals(scores: dict[str, float]) -> dict[str, float]:
     return {k: scores[k] for k in sorted(scores, key=eval_order)}
 
 
-def missing_evals(record: dict, eval_prefixes: Sequence[int | str]) -> list[int | str]:
+def missing_evals(record: Record, eval_prefixes: Sequence[int | str]) -> list[int | str]:
     done = record.get("summary", {}).get("eval_prefix", {})
     return [e for e in eval_prefixes if str(e) not in done]
 

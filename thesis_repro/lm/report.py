@@ -42,7 +42,7 @@ from thesis_repro.lm.config import (
 )
 from thesis_repro.lm.examples import render_examples, summarise_examples
 from thesis_repro.plots import pyplot, save_figure
-from thesis_repro.records import failed_note, load_records, produced_by, split_failed
+from thesis_repro.records import Record, failed_note, load_records, produced_by, split_failed
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
 _GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
@@ -67,7 +67,7 @@ def _precision(config: dict) -> str:
     return "" if policy == "float32" else f" (dtype policy {policy})"
 
 
-def _groups(records: list[dict]) -> dict[str, list[dict]]:
+def _groups(records: list[Record]) -> dict[str, list[dict]]:
     """Records of one table split by everything but model and seed (preset, overrides)."""
     groups: dict[str, list[dict]] = {}
     for record in records:
@@ -86,7 +86,7 @@ def _fmt(mean: float, std: float | None) -> str:
     return f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
 
 
-def render_table(records: list[dict], baselines: Sequence[dict] = ()) -> str:
+def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
     """Markdown: test perplexity (mean ± std over instances) beside the thesis's numbers;
     failed runs are left out and named at the end. A thesis table (3.1, 3.2, PTB) also gets the
     rows of the Kneser-Ney ``baselines`` prepared like its runs (``kneser_ney.matching``),
@@ -164,7 +164,7 @@ def render_table(records: list[dict], baselines: Sequence[dict] = ()) -> str:
     return "\n".join(lines + _failed_lines(failed))
 
 
-def _failed_lines(failed: list[dict]) -> list[str]:
+def _failed_lines(failed: list[Record]) -> list[str]:
     """The note naming the failed runs a table and its figure leave out (none: no lines)."""
     return [failed_note(failed, " of this table and its figure") + ".", ""] if failed else []
 
@@ -181,7 +181,7 @@ def _plot_band(ax: Any, curves: list[np.ndarray], color: str, label: str) -> Non
         ax.fill_between(epochs, low, high, color=color, alpha=0.2, lw=0)
 
 
-def render_figure(records: list[dict], path: Path, title: str) -> Path | None:
+def render_figure(records: list[Record], path: Path, title: str) -> Path | None:
     """Validation perplexity after each epoch (left) and minus the 5-gram's of the same seed
     (right): mean per model, min-max band over instances."""
 
@@ -239,7 +239,7 @@ def _future_regime(spec: FutureTable, config: dict) -> Regime | None:
     return None
 
 
-def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, list[dict]]]:
+def _future_groups(table: str, records: list[Record]) -> dict[str, dict[Regime, list[dict]]]:
     """Records of a future-work table's regimes (from any table folder of the corpus), split
     by scale (preset, overrides); only groups with a run of the table itself."""
     spec = FUTURE_TABLES[table]
@@ -258,7 +258,7 @@ def _future_groups(table: str, records: list[dict]) -> dict[str, dict[Regime, li
     }
 
 
-def _scores(runs: list[dict], column: str) -> dict[int, float]:
+def _scores(runs: list[Record], column: str) -> dict[int, float]:
     """Seed -> test perplexity of finished runs at eval prefix ``column`` (``"test"``: the
     trained prefix; a run without a prefix scores the same in every column)."""
     scores = {}
@@ -283,7 +283,7 @@ def _paired_difference(ours: dict[int, float], theirs: dict[int, float]) -> str:
     )
 
 
-def _cell(runs: list[dict], column: str) -> str:
+def _cell(runs: list[Record], column: str) -> str:
     values = list(_scores(runs, column).values())
     if not values:
         return "–"
@@ -309,7 +309,7 @@ def _column_label(column: str, sentence_words: float | None) -> str:
     return f"eval sentence (≤ {HISTORY_CAP} words{mean})"
 
 
-def render_future_table(table: str, records: list[dict]) -> str:
+def render_future_table(table: str, records: list[Record]) -> str:
     """Markdown for a thesis 4.2 table: test perplexity, mean ± std over instances, by model
     (rows) and eval prefix (columns); with position-aware rows, the paired difference to the
     same model without position awareness, and the learned distance biases. Failed runs of its
