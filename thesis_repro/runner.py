@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from thesis_repro.cli import positive_int
 from thesis_repro.records import (
     CorruptRecord,
+    Record,
     RunBusy,
     RunConflict,
     RunFailed,
@@ -70,6 +71,22 @@ def run_grid(
     return walk_grid(
         configs, lambda c: experiment.run(c, results_dir, verbose), experiment.describe, verbose
     )
+
+
+def run_command(run_one: Callable[[], Record], show: Callable[[Record], str]) -> int:
+    """The ``run`` command of every experiment: train one run and print ``show(record)``;
+    returns the exit status: 1 for a failed run (loss NaN or infinite, now or before), 2 for a
+    run another process holds, a record with other settings or an unreadable record."""
+    try:
+        record = run_one()
+    except RunFailed as failed:
+        print(f"error: {failed}", file=sys.stderr)
+        return 1
+    except (RunConflict, CorruptRecord, RunBusy) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(show(record))
+    return 0
 
 
 def grid_command(

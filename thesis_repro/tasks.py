@@ -79,9 +79,9 @@ N_FEATURES: dict[str, int] = {
 CLASSIFICATION_TASKS: frozenset[str] = frozenset({"temporal_order"})
 
 # Shortest sequences each generator accepts (see the generators' docstrings).
-_MIN_LEN_THESIS = 2
-_MIN_LEN_RAFFEL = 11
-_MIN_LEN_TEMPORAL = 10
+MIN_LENGTH_THESIS = 2
+MIN_LENGTH_RAFFEL = 11
+MIN_LENGTH_TEMPORAL = 10
 
 
 @dataclass(frozen=True, eq=False)
@@ -219,7 +219,7 @@ def thesis_addition(
         max_length,
         pad_to,
         default_max=min_length,
-        shortest=_MIN_LEN_THESIS,
+        shortest=MIN_LENGTH_THESIS,
         task="thesis_addition",
     )
     lengths = _draw_lengths(rng, batch_size, min_length, max_length)
@@ -260,7 +260,7 @@ def _raffel_sequences(
         max_length,
         pad_to,
         default_max=default_max,
-        shortest=_MIN_LEN_RAFFEL,
+        shortest=MIN_LENGTH_RAFFEL,
         task=task,
     )
     rows = np.arange(batch_size)
@@ -373,7 +373,7 @@ def temporal_order(
         max_length,
         pad_to,
         default_max=min_length,
-        shortest=_MIN_LEN_TEMPORAL,
+        shortest=MIN_LENGTH_TEMPORAL,
         task="temporal_order",
     )
     rows = np.arange(batch_size)

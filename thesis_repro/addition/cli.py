@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from thesis_repro.addition import EXPERIMENT
@@ -19,8 +18,7 @@ from thesis_repro.cli import (
     results_folder,
     seed_int,
 )
-from thesis_repro.records import CorruptRecord, RunBusy, RunConflict, RunFailed
-from thesis_repro.runner import add_jobs_option, grid_command
+from thesis_repro.runner import add_jobs_option, grid_command, run_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -168,15 +166,12 @@ def main(argv: list[str] | None = None) -> int:
             )
         except ValueError as error:
             parser.error(str(error))
-        try:
-            record = run(config, args.results, args.verbose, args.stop_after_epochs)
-        except RunFailed as failed:
-            print(f"error: {failed}", file=sys.stderr)
-            return 1
-        except (RunConflict, CorruptRecord, RunBusy) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        print(f"{config.name}: {record['summary'] or 'unfinished'}")
+        status = run_command(
+            lambda: run(config, args.results, args.verbose, args.stop_after_epochs),
+            lambda record: f"{config.name}: {record['summary'] or 'unfinished'}",
+        )
+        if status:
+            return status
     elif args.command == "grid":
         configs = preset_runs(PRESETS[args.preset], tuple(args.models))
         status = grid_command(

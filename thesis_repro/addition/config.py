@@ -29,7 +29,7 @@ EVAL_SEED = 2016  # generalisation sets: the same sequences for every run
 GATE_SEED = 3101  # sequences of the gate analysis
 PRETRAIN_STREAM = 1_000_003  # offset of the pretraining data stream's seed
 EVAL_STEPS_PER_BATCH = 300_000  # batch * length of one prediction batch (memory bound)
-MIN_LENGTH = 2  # shortest sequence of the task: one marker in each half (tasks.thesis_addition)
+MIN_LENGTH = tasks.MIN_LENGTH_THESIS  # one marker in each half (tasks.thesis_addition)
 # What a finished record's ``gates`` holds (``train.gate_statistics``; energies: gated models).
 GATE_KEYS = (
     "input_gate_marked",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from thesis_repro.cli import (
@@ -26,11 +25,11 @@ from thesis_repro.ffattention.config import (
 )
 from thesis_repro.ffattention.report import report
 from thesis_repro.ffattention.train import run
-from thesis_repro.records import CorruptRecord, RunBusy, RunConflict, RunFailed
 from thesis_repro.runner import (
     add_data_parallel_option,
     add_jobs_option,
     grid_command,
+    run_command,
     start_data_parallel,
 )
 from thesis_repro.tasks import raffel_top_t0
@@ -120,15 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             args.steps_per_epoch,
             test_size=args.test_size,
         )
-        try:
-            record = run(config, args.results, args.verbose)
-        except RunFailed as failed:
-            print(f"error: {failed}", file=sys.stderr)
-            return 1
-        except (RunConflict, CorruptRecord, RunBusy) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-        print(f"{config.name}: {record['summary']}")
+        status = run_command(
+            lambda: run(config, args.results, args.verbose),
+            lambda record: f"{config.name}: {record['summary']}",
+        )
+        if status:
+            return status
     elif args.command == "grid":
         configs = [c for c in runs(args.preset) if not args.only or c.experiment in args.only]
         status = grid_command(EXPERIMENT, args, argv, configs)

@@ -9,13 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from thesis_repro.tasks import MIN_LENGTH_RAFFEL
+
 NAME = "ffattention"
 EXPERIMENTS = ("table1", "variable", "temporal_order")  # the three experiments of the paper
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 PAPER_T0S = (50, 100, 500, 1000, 5000, 10000)
 VARIABLE_MIN, VARIABLE_MAX = 50, 10000
 PAD_MULTIPLE = 512
-MIN_T0 = 11  # shortest Raffel addition sequence: the markers need room (tasks)
+MIN_T0 = MIN_LENGTH_RAFFEL  # shortest Raffel addition sequence: the markers need room
 # From this padded length on, the fused chunked implementation is faster (bench_ffattention.py).
 CHUNKED_FROM_LENGTH = 2000
 

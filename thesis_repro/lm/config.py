@@ -319,9 +319,9 @@ class RunConfig:
     min_count: int = 10
     tokenizer: str = "regex"
     first_target: int = FIRST_TARGET
-    embedding_dim: int = 100
-    hidden: int = 200
-    weight_decay: float = 1e-5
+    embedding_dim: int = EMBEDDING_DIM
+    hidden: int = HIDDEN
+    weight_decay: float = WEIGHT_DECAY
     min_prefix: int = 0
     position_aware: str = "none"
     dtype_policy: str = "float32"
@@ -422,9 +422,9 @@ def preset_config(config: RunConfig) -> RunConfig:
         epochs=preset.epochs,
         batch_size=preset.batch_size,
         first_target=FIRST_TARGET,
-        embedding_dim=100,
-        hidden=200,
-        weight_decay=1e-5,
+        embedding_dim=EMBEDDING_DIM,
+        hidden=HIDDEN,
+        weight_decay=WEIGHT_DECAY,
         **corpus_settings(config.corpus, preset),
     )
 
