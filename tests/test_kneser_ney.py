@@ -306,7 +306,7 @@ def kn_record(order: int, test: float, **config: object) -> dict:
     settings |= {"tokenizer": "whitespace", "first_target": 9, **config}
     return {
         "config": {**settings, "order": order, "model": f"KN{order}"},
-        "command": "python -m thesis_repro.kneser_ney --table ptb --preset cpu",
+        "command": "python -m thesis_repro.lm kneser-ney --table ptb --preset cpu",
         "finished": True,
         "summary": {
             "test_perplexity": test,
@@ -329,7 +329,7 @@ def test_table_rows_match_the_corpus_settings_and_stay_out_of_the_pairs() -> Non
     note = kn.table_note(found)
     assert "KN3 148.48, KN5 141.17 (Mikolov 2012, Table 4.1: KN3 148.3, KN5 141.2)" in note
     assert "feed-forward NNLM 140.2 / 141.8, RNNLM 124.7" in note
-    assert note.endswith("`python -m thesis_repro.kneser_ney --table ptb --preset cpu`")
+    assert note.endswith("`python -m thesis_repro.lm kneser-ney --table ptb --preset cpu`")
     assert kn.table_note([]) == ""
 
 

@@ -2,7 +2,7 @@
 
 The thesis shows, for a whole sentence, "results of attention on 5-word substrings", the
 "transparency of words" corresponding "to weights assigned to them". Here every window of an
-attention LM (``language_models.attention_lm``) over the sentence is one line of text: its
+attention LM (``model.attention_lm``) over the sentence is one line of text: its
 prefix words drawn with opacity proportional to their attention weight (``alpha_i / max_j
 alpha_j``, so the most attended word of each line is fully opaque), then, after a thin bar, the
 n-1 window words in plain black, then the predicted word in grey. Several models (e.g. with and

@@ -1,7 +1,7 @@
 """Count-based baselines for the language-model tables: interpolated modified Kneser-Ney n-grams.
 
-    python -m thesis_repro.kneser_ney --table 3.1 --preset cpu        # KN3, KN5 on eltec-pol
-    python -m thesis_repro.kneser_ney --table ptb --preset cpu --order 5
+    python -m thesis_repro.lm kneser-ney --table 3.1 --preset cpu        # KN3, KN5 on eltec-pol
+    python -m thesis_repro.lm kneser-ney --table ptb --preset cpu --order 5
 
 The model (Kneser & Ney 1995; Chen & Goodman 1998, "An empirical study of smoothing techniques
 for language modeling", TR-10-98: "interpolated modified Kneser-Ney"): for a word ``w`` after
@@ -38,13 +38,13 @@ against probabilities computed by hand, sum-to-one and a brute-force dictionary 
 Conventions, the neural models' (``thesis_repro.lm``), so that a KN row compares with the
 neural rows of the same table row by row:
 
-- the same prepared corpus (``lm.load_lm_corpus``: the preset's ``max_words``, ``min_count``,
+- the same prepared corpus (``corpora.load_lm_corpus``: the preset's ``max_words``, ``min_count``,
   tokeniser; vocabulary and ``<UNK>`` id 0 as a word like any other, ``<eos>`` after every line
   as a word like any other), the same train / valid / test parts;
 - *running windows*: the n-gram is estimated on the training part as one stream and scored on
   ``tokens[t-n+1 .. t]``, across ``<eos>`` as the neural windows are
-  (``language_models.window_inputs``);
-- the same scored positions: ``t >= FIRST_TARGET`` = 9 of each part (``lm.scored_targets``);
+  (``batches.window_inputs``);
+- the same scored positions: ``t >= FIRST_TARGET`` = 9 of each part (``batches.scored_targets``);
   perplexity ``exp(mean NLL)`` over them.
 
 Every record also holds the perplexity under the *standard* conventions of the PTB literature
@@ -61,7 +61,7 @@ of 138.11).
 Records: ``results/kneser-ney/<corpus>/kn<order>-max<max_words>-min<min_count>.json`` (one per
 corpus settings and order: Table 3.1 and 3.2 share the eltec-pol corpus settings and so their KN
 rows; the PTB ``cpu`` and ``paper`` presets both read all of PTB), rendered as the KN3 / KN5 rows
-of the LM tables by ``thesis_repro.lm_tables``.
+of the LM tables by ``report.py``.
 """
 
 from __future__ import annotations

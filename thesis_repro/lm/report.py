@@ -7,10 +7,10 @@ thesis 4.2, the perplexity by training regime and evaluation prefix (``render_fu
 ``render_future_figure``), drawing on the other tables' records of the same corpus; and the
 attention-example figures of thesis 3.2.4 from their records. Failed runs (loss NaN or infinite:
 ``records``) are left out of every table and figure, and each table names those it left out. The
-runs themselves, their configurations and the thesis's numbers live in ``thesis_repro.lm``.
+run configurations and the thesis's numbers live in ``config.py``.
 
 Tables 3.1, 3.2 and PTB also show the count-based Kneser-Ney rows KN3 and KN5
-(``thesis_repro.kneser_ney``; records under ``results/kneser-ney/<corpus>/``, matched to a
+(``kneser_ney.py``; records under ``results/kneser-ney/<corpus>/``, matched to a
 table by its runs' corpus settings), outside the paired columns.
 """
 
