@@ -11,6 +11,7 @@ import reference as ref
 from thesis_repro import ffattention, tasks, training
 from thesis_repro.ffattention.model import raffel_model
 from thesis_repro.ffattention.report import best_over_learning_rates
+from thesis_repro.runner import run_grid
 
 
 def leaky(x: np.ndarray) -> np.ndarray:
@@ -52,7 +53,7 @@ def test_mean_pooling_model_ignores_padding(rng):
 
 def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
     results, figures = tmp_path / "results", tmp_path / "figures"
-    ffattention.run_grid("smoke", results, verbose=0)
+    run_grid(ffattention.EXPERIMENT, ffattention.runs("smoke"), results, verbose=0)
     records = sorted((results / "ffattention").rglob("*.json"))
     expected = len(ffattention.preset_runs(ffattention.PRESETS["smoke"]))
     assert len(records) == expected
@@ -62,7 +63,7 @@ def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
 
     # A finished run is skipped: its record is not touched again.
     stamp = records[0].stat().st_mtime_ns
-    ffattention.run_grid("smoke", results, verbose=0)
+    run_grid(ffattention.EXPERIMENT, ffattention.runs("smoke"), results, verbose=0)
     assert records[0].stat().st_mtime_ns == stamp
 
     table = ffattention.report(results, figures)

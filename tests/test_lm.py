@@ -594,11 +594,9 @@ def test_kill_9_then_rerun_resumes(tmp_path: Path) -> None:
 
 def test_table_pairs_each_model_with_the_n_grams_by_seed() -> None:
     """Paired columns: model minus the 5-gram (10-gram) of the same seed, over shared seeds."""
-    config = {
-        "corpus": "c", "table": "3.1", "preset": "cpu", "variant": "thesis", "epochs": 1,
-        "batch_size": 10, "max_words": 100, "min_count": 1, "first_target": 9,
-        "weight_decay": 1e-5,
-    }  # fmt: skip
+    config = lm.RunConfig(
+        "c", "3.1", "cpu", epochs=1, batch_size=10, max_words=100, min_count=1
+    ).as_dict()
     test = {(5, 0): [100.0, 104.0, 90.0], (10, 0): [99.0, 102.0], (5, 5): [97.0, 100.0]}
     records = [
         {
