@@ -98,6 +98,12 @@ class Batch:
     lengths: np.ndarray
 
     @property
+    def inputs(self) -> dict[str, np.ndarray]:
+        """The models' inputs: ``{"x": x, "lengths": lengths}`` (Raffel & Ellis and thesis
+        addition models alike)."""
+        return {"x": self.x, "lengths": self.lengths}
+
+    @property
     def mask(self) -> np.ndarray:
         """``(batch, max_len)`` bool, True on the real (non-padding) steps."""
         steps = np.arange(self.x.shape[1])

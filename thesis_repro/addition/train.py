@@ -50,10 +50,6 @@ from thesis_repro.training import (
 # --- data ---------------------------------------------------------------------------------
 
 
-def _inputs(batch: tasks.Batch) -> dict[str, np.ndarray]:
-    return {"x": batch.x, "lengths": batch.lengths}
-
-
 def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[dict, Any]]:
     """Fresh training minibatches, padded to ``max_length`` (one shape: one XLA compilation)."""
 
@@ -61,7 +57,7 @@ def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[d
         batch = tasks.thesis_addition(
             rng, config.batch_size, config.min_length, config.max_length, pad_to=config.max_length
         )
-        return _inputs(batch), batch.y
+        return batch.inputs, batch.y
 
     return make
 
@@ -118,7 +114,7 @@ def pretrain_attention(
         config.max_length,
         pad_to=config.max_length,
     )
-    predicted = np.asarray(model.predict(_inputs(held_out), batch_size=250, verbose=0))
+    predicted = np.asarray(model.predict(held_out.inputs, batch_size=250, verbose=0))
     some = tasks.Batch(held_out.x[:200], held_out.y[:200], held_out.lengths[:200])
     energies = np.asarray(model.get_layer("attention").energies(model.get_layer("h")(some.x)))
     marked, other = _marked_and_other(some)
@@ -168,7 +164,7 @@ def input_gates(model: keras.Model, batch: tasks.Batch) -> tuple[np.ndarray, np.
     None for the plain LSTM. Steps beyond a sequence's length are computed but meaningless.
     """
     layer = model.get_layer("lstm")
-    inputs = _inputs(batch)
+    inputs = batch.inputs
     if isinstance(layer, AttentionGatedLSTM):
         cell = layer.lstm_cell
         energy_model = keras.Model(model.input, model.get_layer("attention").output[2])
@@ -221,7 +217,7 @@ def generalisation(model: keras.Model, lengths: tuple[int, ...], size: int) -> d
     for length in lengths:
         batch = generalisation_set(length, size)
         batch_size = max(1, min(size, EVAL_STEPS_PER_BATCH // length))
-        predicted = np.asarray(model.predict(_inputs(batch), batch_size=batch_size, verbose=0))
+        predicted = np.asarray(model.predict(batch.inputs, batch_size=batch_size, verbose=0))
         scores[str(length)] = float(np.mean((predicted.reshape(-1) - batch.y) ** 2))
     return scores
 

@@ -34,10 +34,6 @@ from thesis_repro.training import (
 )
 
 
-def _inputs(batch: tasks.Batch) -> dict[str, np.ndarray]:
-    return {"x": batch.x, "lengths": batch.lengths}
-
-
 def _padded(length: int) -> int:
     return PAD_MULTIPLE * math.ceil(length / PAD_MULTIPLE)
 
@@ -50,7 +46,7 @@ def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[d
             batch = tasks.temporal_order(
                 rng, config.batch_size, *tasks.raffel_length_range(config.t0)
             )
-            return _inputs(batch), batch.y
+            return batch.inputs, batch.y
 
     elif config.experiment == "variable":
         top_t0 = tasks.raffel_top_t0(config.max_length)
@@ -60,14 +56,14 @@ def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[d
             batch = tasks.make_batch(
                 config.task, rng, config.batch_size, low, high, pad_to=_padded(high)
             )
-            return _inputs(batch), batch.y
+            return batch.inputs, batch.y
 
     else:
         low, high = tasks.raffel_length_range(config.t0)
 
         def make(rng: np.random.Generator) -> tuple[dict, Any]:
             batch = tasks.make_batch(config.task, rng, config.batch_size, low, high)
-            return _inputs(batch), batch.y
+            return batch.inputs, batch.y
 
     return make
 
@@ -91,9 +87,7 @@ def test_set(config: RunConfig) -> list[tasks.Batch]:
 
 def evaluate(model: Any, batches: list[tasks.Batch], classification: bool) -> dict[str, float]:
     """Test accuracy and loss; for classification also the accuracy per true class."""
-    predictions = [
-        np.asarray(model.predict(_inputs(b), batch_size=100, verbose=0)) for b in batches
-    ]
+    predictions = [np.asarray(model.predict(b.inputs, batch_size=100, verbose=0)) for b in batches]
     targets = np.concatenate([b.y for b in batches])
     if classification:
         probabilities = np.concatenate(predictions)
