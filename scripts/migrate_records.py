@@ -1,15 +1,17 @@
 """Migrate the committed records once to the record format of the redesign (issue 17).
 
-    python scripts/migrate_records.py results/        # run once on 2026-11-23; idempotent
+    python scripts/migrate_records.py results/   # run on 2026-11-23 (twice: lowercase and
+                                                 # bounded came with the gap study); idempotent
 
 What it changes, so that the code reads every record one way and keeps no compatibility branch:
 
 1. Language-model run configs gain the fields added after the first runs, at the values those
-   runs used: ``min_prefix`` 0, ``position_aware`` "none" (thesis 4.2 options) and
-   ``dtype_policy`` "float32". ``lm.RunConfig.as_dict`` used to leave these out at their
-   defaults; it now stores every field. A run whose record name carries a config hash (a
-   config off its preset's scale) is renamed to the hash of its full config, with its
-   checkpoints.
+   runs used: ``min_prefix`` 0, ``position_aware`` "none" (thesis 4.2 options),
+   ``dtype_policy`` "float32", ``lowercase`` true and ``bounded`` false (the gap study's
+   factors, issue 18; Kneser-Ney configs gain ``lowercase`` true). ``lm.RunConfig.as_dict``
+   used to leave some out at their defaults; it now stores every field. A run whose record
+   name carries a config hash (a config off its preset's scale) is renamed to the hash of its
+   full config, with its checkpoints.
 2. Records written before the Keras backend was recorded get ``hardware.backend``
    "tensorflow", ``device`` "cpu" and ``dtype_policy`` "float32", with ``hardware.inferred``
    saying so: all of them ran on this project's 2-CPU machines with TensorFlow as the only
@@ -28,7 +30,14 @@ from thesis_repro.files import write_json_atomic
 from thesis_repro.lm.config import RunConfig, record_path
 from thesis_repro.records import load_record
 
-LM_LATER_FIELDS = {"min_prefix": 0, "position_aware": "none", "dtype_policy": "float32"}
+LM_LATER_FIELDS = {
+    "min_prefix": 0,
+    "position_aware": "none",
+    "dtype_policy": "float32",
+    "lowercase": True,
+    "bounded": False,
+}
+KN_LATER_FIELDS = {"lowercase": True}
 OLD_KN_COMMAND = "python -m thesis_repro.kneser_ney"
 NEW_KN_COMMAND = "python -m thesis_repro.lm kneser-ney"
 INFERRED = (
@@ -71,6 +80,9 @@ def main(results_dir: Path) -> int:
         before = repr(record)
         if path.relative_to(results_dir).parts[0] == "lm":
             path = migrate_lm(path, record, results_dir)
+        if path.relative_to(results_dir).parts[0] == "kneser-ney":
+            for field, value in KN_LATER_FIELDS.items():
+                record["config"].setdefault(field, value)
         migrate_hardware(record)
         command = record.get("command", "")
         if command.startswith(OLD_KN_COMMAND + " ") or command == OLD_KN_COMMAND:

@@ -46,7 +46,7 @@ class Hardware(TypedDict):
     system: str
     backend: str
     device: str
-    dtype_policy: str
+    dtype_policy: NotRequired[str]  # every Keras run has it (not the NumPy Kneser-Ney records)
     distribution: NotRequired[str]
     devices: NotRequired[int]
     inferred: NotRequired[str]  # set by scripts/migrate_records.py: how the above were filled

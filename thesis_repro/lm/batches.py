@@ -19,6 +19,8 @@ def window_inputs(
     order: int,
     prefix: int = 0,
     starts: np.ndarray | None = None,
+    bound: np.ndarray | None = None,
+    boundary: int = PAD_ID,
 ) -> dict[str, np.ndarray]:
     """Model inputs for predicting ``tokens[t]`` for every ``t`` in ``targets`` (vectorised).
 
@@ -30,6 +32,13 @@ def window_inputs(
     ``starts`` (thesis 4.2, "sentence" prefixes): per token position ``k``, the first position
     a prefix ending at ``k`` may reach (``sentence_starts``); words before it are padding too,
     so the prefix is the history back to that point, at most ``prefix`` words.
+
+    ``bound`` (sentence-bounded windows, issue 18): ``sentence_starts`` of ``tokens``; nothing
+    before the sentence of the target is read. Window positions before the last ``boundary``
+    token (``<eos>``) preceding ``t`` are filled with ``boundary`` itself, as an n-gram model
+    pads a sentence's start with ``<s>``; prefix positions before it are padding. Without
+    ``bound`` windows and prefixes run across sentence boundaries (the default, as the thesis
+    does not say otherwise).
     """
     targets = np.asarray(targets, dtype=np.int64)
     if order < 2:
@@ -39,7 +48,11 @@ def window_inputs(
             f"targets must lie in [{order - 1}, {len(tokens)}] so that the {order - 1}-word "
             f"window exists, got [{targets.min()}, {targets.max()}]."
         )
-    window = tokens[targets[:, None] + np.arange(1 - order, 0)]
+    positions = targets[:, None] + np.arange(1 - order, 0)
+    window = tokens[positions]
+    sentence = np.asarray(bound)[targets - 1] if bound is not None else None
+    if sentence is not None:
+        window = np.where(positions < sentence[:, None], boundary, window)
     inputs = {"window": window.astype(np.int32, copy=False)}
     if prefix > 0:
         back = targets[:, None] - order - np.arange(prefix)
@@ -47,6 +60,8 @@ def window_inputs(
         if starts is not None:
             first = np.asarray(starts)[np.maximum(targets - order, 0)]
             real &= back >= first[:, None]
+        if sentence is not None:
+            real &= back >= sentence[:, None]
         inputs["prefix"] = np.where(real, tokens[np.maximum(back, 0)], PAD_ID).astype(np.int32)
         inputs["prefix_length"] = real.sum(axis=1).astype(np.int32)
     return inputs
@@ -76,7 +91,8 @@ class TrainBatches(keras.utils.PyDataset):
 
     ``min_prefix > 0`` (thesis 4.2): each batch uses its own prefix length, uniform in
     ``min_prefix .. prefix`` and seeded by (seed, epoch, step) like the permutation; the batch
-    is still ``prefix`` wide, the words beyond its length padded and masked.
+    is still ``prefix`` wide, the words beyond its length padded and masked. ``bound`` and
+    ``boundary``: sentence-bounded windows (``window_inputs``).
     """
 
     def __init__(
@@ -91,6 +107,8 @@ class TrainBatches(keras.utils.PyDataset):
         epochs: int,
         min_prefix: int = 0,
         first_step: int = 0,
+        bound: np.ndarray | None = None,
+        boundary: int = PAD_ID,
     ) -> None:
         super().__init__()
         if min_prefix and not 1 <= min_prefix <= prefix:
@@ -99,6 +117,7 @@ class TrainBatches(keras.utils.PyDataset):
         self.order, self.prefix, self.batch_size = order, prefix, batch_size
         self.seed, self.first_epoch, self.epochs = seed, first_epoch, epochs
         self.min_prefix = min_prefix
+        self.bound, self.boundary = bound, boundary
         self.steps_per_epoch = max(1, len(self.targets) // batch_size)
         if not 0 <= first_step < self.steps_per_epoch:
             raise ValueError(
@@ -136,7 +155,9 @@ class TrainBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
         chosen = self.batch_targets(index)
-        x = window_inputs(self.tokens, chosen, self.order, self.prefix)
+        x = window_inputs(
+            self.tokens, chosen, self.order, self.prefix, bound=self.bound, boundary=self.boundary
+        )
         if self.min_prefix:
             length = self.batch_prefix(index)
             x["prefix"][:, length:] = PAD_ID
@@ -146,7 +167,8 @@ class TrainBatches(keras.utils.PyDataset):
 
 class ScoreBatches(keras.utils.PyDataset):
     """All ``targets`` in order, for scoring; the last batch is padded with sample weight 0
-    (every batch has one shape, so XLA compiles once). ``starts``: see ``window_inputs``."""
+    (every batch has one shape, so XLA compiles once). ``starts``, ``bound``, ``boundary``: see
+    ``window_inputs``."""
 
     def __init__(
         self,
@@ -156,13 +178,15 @@ class ScoreBatches(keras.utils.PyDataset):
         prefix: int,
         batch_size: int,
         starts: np.ndarray | None = None,
+        bound: np.ndarray | None = None,
+        boundary: int = PAD_ID,
     ) -> None:
         super().__init__()
         if len(targets) == 0:
             raise ValueError("no targets to score.")
         self.tokens, self.targets = tokens, np.asarray(targets, dtype=np.int64)
         self.order, self.prefix, self.batch_size = order, prefix, batch_size
-        self.starts = starts
+        self.starts, self.bound, self.boundary = starts, bound, boundary
 
     def __len__(self) -> int:
         return -(-len(self.targets) // self.batch_size)
@@ -173,7 +197,9 @@ class ScoreBatches(keras.utils.PyDataset):
         if len(chosen) < self.batch_size:
             weight[len(chosen) :] = 0.0
             chosen = np.concatenate([chosen, np.full(self.batch_size - len(chosen), chosen[-1])])
-        x = window_inputs(self.tokens, chosen, self.order, self.prefix, self.starts)
+        x = window_inputs(
+            self.tokens, chosen, self.order, self.prefix, self.starts, self.bound, self.boundary
+        )
         return x, self.tokens[chosen], weight
 
 

@@ -32,6 +32,7 @@ from thesis_repro.lm.config import (
     FIRST_TARGET,
     FUTURE_TABLES,
     HISTORY_CAP,
+    LM_TABLES,
     PRESETS,
     TABLES,
     VARIANTS,
@@ -224,10 +225,12 @@ def grid_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--table",
-        choices=(*TABLES, *FUTURE_TABLES),
+        choices=LM_TABLES,
         default="3.1",
         help="model set (default: %(default)s); future-*: thesis 4.2, reusing the runs of "
-        "Table 3.1 (future-*-ptb: of the PTB table)",
+        "Table 3.1 (future-*-ptb: of the PTB table); gap: the 5-gram vs 5-gram + 5 gap under "
+        "each difference from the thesis (cased, sentence-bounded, vocabulary, epochs, "
+        "schedule), reusing Tables 3.1 and 3.2",
     )
     parser.add_argument(
         "--seeds", type=seed_int, nargs="+", help="instances to run (default: the preset's)"

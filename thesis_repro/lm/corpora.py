@@ -15,12 +15,16 @@ from thesis_repro.corpus import Corpus, CorpusError, load_corpus, synthetic_corp
 from thesis_repro.lm.config import (
     DEFAULT_CORPUS_NAME,
     FUTURE_TABLES,
+    GAP_FACTORS,
+    GAP_MODELS,
+    GAP_TABLE,
     PRESETS,
     SYNTHETIC,
     TABLES,
     RunConfig,
     check_config,
     corpus_settings,
+    gap_overrides,
 )
 from thesis_repro.settings import DATA_ENV
 
@@ -88,7 +92,7 @@ _CORPORA: dict[tuple, Corpus] = {}
 
 def load_lm_corpus(source: CorpusSource, config: RunConfig, progress: bool = True) -> Corpus:
     """The corpus of a run (memoised per process); checks it is long enough to score."""
-    key = (source.path, config.max_words, config.min_count, config.tokenizer)
+    key = (source.path, config.max_words, config.min_count, config.tokenizer, config.lowercase)
     if key not in _CORPORA:
         if source.synthetic:
             corpus = synthetic_corpus(config.max_words, seed=0, min_count=config.min_count)
@@ -98,6 +102,7 @@ def load_lm_corpus(source: CorpusSource, config: RunConfig, progress: bool = Tru
                 min_count=config.min_count,
                 max_words=config.max_words,
                 tokenizer=config.tokenizer,
+                lowercase=config.lowercase,
                 progress=progress,
             )
         _CORPORA[key] = corpus
@@ -165,7 +170,9 @@ def table_runs(
     """Every run of a thesis table under a preset: each model x each seed (instance).
 
     A future-work table (thesis 4.2) lists its regimes' runs; those of Table 3.1 are the Table
-    3.1 runs themselves (same config, same record), so they are trained only once.
+    3.1 runs themselves (same config, same record), so they are trained only once. The gap
+    study (``GAP_TABLE``) lists the 5-gram and 5-gram + 5 under each of its factors; its
+    ``ours`` and ``momentum`` runs are those of Tables 3.1 and 3.2.
     """
     if table in FUTURE_TABLES:
         future = FUTURE_TABLES[table]
@@ -184,6 +191,23 @@ def table_runs(
             )
             for seed in (seeds or PRESETS[preset].seeds)
             for regime in future.regimes
+        ]
+    if table == GAP_TABLE:
+        scale = PRESETS[preset]
+        return [
+            make_config(
+                source,
+                preset,
+                factor.table,
+                order,
+                prefix,
+                factor.variant,
+                seed,
+                **{**gap_overrides(factor, scale), **overrides},
+            )
+            for seed in (seeds or scale.seeds)
+            for factor in GAP_FACTORS
+            for order, prefix in GAP_MODELS
         ]
     spec = TABLES[table]
     return [

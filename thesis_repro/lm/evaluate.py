@@ -16,7 +16,7 @@ import numpy as np
 
 from thesis_repro.corpus import EOS, Corpus
 from thesis_repro.files import write_json_atomic
-from thesis_repro.lm.batches import ScoreBatches, scored_targets, sentence_starts
+from thesis_repro.lm.batches import PAD_ID, ScoreBatches, scored_targets, sentence_starts
 from thesis_repro.lm.config import (
     EVAL_PREFIXES,
     HISTORY_CAP,
@@ -48,12 +48,17 @@ def perplexity(
     ``eval_prefix`` (thesis 4.2): give the model that many prefix words instead of its trained
     ``config.prefix``, or ``"sentence"``: the words back to the last ``boundary`` token
     (``<eos>``) before the window, at most ``HISTORY_CAP``. The trained prefix gives exactly
-    the inputs, and so the perplexity, of ``eval_prefix=None``.
+    the inputs, and so the perplexity, of ``eval_prefix=None``. A ``config.bounded`` run is
+    scored with sentence-bounded windows too, the sentences ending at ``boundary`` (a corpus
+    without ``<eos>`` is one sentence).
     """
 
     targets = scored_targets(len(tokens), config.first_target)
     prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
-    batches = ScoreBatches(tokens, targets, config.order, prefix, batch_size, starts)
+    bound = sentence_starts(tokens, boundary) if config.bounded else None
+    batches = ScoreBatches(
+        tokens, targets, config.order, prefix, batch_size, starts, bound, boundary or PAD_ID
+    )
     nll = model.evaluate(batches, verbose=0, return_dict=True)["nll"]
     return float(math.exp(nll))
 
@@ -80,6 +85,8 @@ def prefix_words(
     prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
     nearest = targets - config.order  # position of the first prefix word
     first = starts[np.maximum(nearest, 0)] if starts is not None else np.zeros_like(nearest)
+    if config.bounded:  # nothing before the target's sentence (window_inputs)
+        first = np.maximum(first, sentence_starts(tokens, boundary)[targets - 1])
     return float(np.clip(nearest - first + 1, 0, prefix).mean())
 
 

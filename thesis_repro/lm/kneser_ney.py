@@ -109,7 +109,7 @@ LITERATURE_OTHERS: dict[str, str] = {
 
 
 #: What a KN record shares with the neural runs whose table rows it joins.
-SHARED_SETTINGS = ("corpus", "max_words", "min_count", "tokenizer", "first_target")
+SHARED_SETTINGS = ("corpus", "max_words", "min_count", "tokenizer", "lowercase", "first_target")
 
 
 class KNError(ValueError):
@@ -396,6 +396,7 @@ def baseline_config(config: RunConfig, order: int) -> dict[str, Any]:
         "max_words": config.max_words,
         "min_count": config.min_count,
         "tokenizer": config.tokenizer,
+        "lowercase": config.lowercase,
         "first_target": config.first_target,
         "windows": "running (across <eos>, as the neural models' windows)",
     }
@@ -403,8 +404,10 @@ def baseline_config(config: RunConfig, order: int) -> dict[str, Any]:
 
 def record_path(config: dict[str, Any], results_dir: Path) -> Path:
     """``<results>/kneser-ney/<corpus>/kn<order>-max<max_words>-min<min_count>.json`` (a
-    ``-first<k>`` suffix for another first target)."""
+    ``-cased`` suffix for cased text, ``-first<k>`` for another first target)."""
     stem = f"kn{config['order']}-max{config['max_words']}-min{config['min_count']}"
+    if not config["lowercase"]:
+        stem += "-cased"
     if config["first_target"] != FIRST_TARGET:
         stem += f"-first{config['first_target']}"
     return Path(results_dir) / KN_FOLDER / config["corpus"] / f"{stem}.json"

@@ -29,6 +29,7 @@ from matplotlib import ticker
 from thesis_repro.lm import kneser_ney
 from thesis_repro.lm.config import (
     FUTURE_TABLES,
+    GAP_TABLE,
     HISTORY_CAP,
     NAME,
     SENTENCE,
@@ -41,6 +42,7 @@ from thesis_repro.lm.config import (
     preset_config,
 )
 from thesis_repro.lm.examples import render_examples, summarise_examples
+from thesis_repro.lm.gap import report_gap
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import Record, failed_note, load_records, produced_by, split_failed
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
@@ -537,6 +539,9 @@ def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> 
         corpus, table = folder.parent.name, folder.name
         if table in FUTURE_TABLES:
             parts.append(_report_future(table, folder.parent, Path(figures_dir)))
+            continue
+        if table == GAP_TABLE:  # issue 18: draws on Tables 3.1 and 3.2 too
+            parts.append(report_gap(folder.parent, Path(figures_dir)))
             continue
         text = render_table(records, kneser_ney.load_baselines(Path(results_dir), corpus))
         (folder / "table.md").write_text(text)

@@ -11,7 +11,8 @@ from typing import Any
 import keras
 import numpy as np
 
-from thesis_repro.lm.batches import TrainBatches, scored_targets
+from thesis_repro.corpus import EOS
+from thesis_repro.lm.batches import PAD_ID, TrainBatches, scored_targets, sentence_starts
 from thesis_repro.lm.config import (
     PRESETS,
     LMError,
@@ -100,6 +101,9 @@ def run(
         model, first_step, metric_state = partial
     model.jit_compile = jit_compile  # a resumed model may come from a run with the other setting
 
+    eos = corpus.word_to_id.get(EOS)  # sentence ends (None: a corpus without <eos>)
+    train_bound = sentence_starts(corpus.train, eos) if config.bounded else None
+
     def train_batches(first_epoch: int, epochs: int, first_step: int = 0) -> TrainBatches:
         return TrainBatches(
             corpus.train,
@@ -112,6 +116,8 @@ def run(
             epochs,
             config.min_prefix,
             first_step,
+            train_bound,
+            PAD_ID if eos is None else eos,
         )
 
     batches = train_batches(done, config.epochs)
@@ -138,7 +144,9 @@ def run(
         return {
             "train_seconds": seconds,
             "ms_per_step": 1000 * seconds / batches.steps_per_epoch,
-            "valid_perplexity": perplexity(m, corpus.valid, config, config.batch_size),
+            "valid_perplexity": perplexity(
+                m, corpus.valid, config, config.batch_size, boundary=eos
+            ),
         }
 
     def train(data: TrainBatches) -> None:
@@ -168,7 +176,7 @@ def run(
     if done < config.epochs and not record.failed:
         train(train_batches(done, config.epochs))
     raise_if_failed(record)
-    test = perplexity(model, corpus.test, config, config.batch_size)
+    test = perplexity(model, corpus.test, config, config.batch_size, boundary=eos)
     save_model_atomic(model, final_model_path(record.path))
     summary = summarize(record.data["epochs"], test) | distance_summary(model)
     if eval_prefixes:
