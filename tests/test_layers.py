@@ -18,6 +18,7 @@ from thesis_repro.layers import (
     PrefixAttentionPooling,
     scaled_sigmoid,
 )
+from thesis_repro.layers.fused_pooling import _CHUNKED_KERNELS, _unfused_pool
 
 ATOL = 1e-5
 
@@ -346,6 +347,42 @@ def test_chunked_pooling_matches_equations_and_unfused_gradients(rng, pooling):
     plain_grads = gradients(plain_loss, x, kernel, bias, *(np.asarray(w) for w in pool.weights))
     for ours, theirs in zip(fused_grads, plain_grads, strict=False):
         np.testing.assert_allclose(np.ravel(ours), np.ravel(theirs), atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+def test_chunked_pooling_in_bfloat16_accumulates_in_float32(rng, pooling):
+    """Under ``mixed_bfloat16`` (issue 14) the sums over T and the gradients accumulate in
+    float32: over 3,000 steps the output stays within 0.6 % of float32 (summing in bfloat16
+    drifts to ~1.3 %, measured), and the gradients within 2 %."""
+    lengths = np.array([3000, 2500, 10, 1500])
+    x = rng.normal(size=(4, 3000, 2)).astype("float32")
+    kernel = rng.normal(0, 0.7, (2, 64)).astype("float32")
+    bias = rng.normal(0, 0.1, 64).astype("float32")
+    w = rng.normal(0, 0.1, 64 if pooling == "attention" else 0).astype("float32")
+    b = np.float32(0.05)
+    kernel_fn = _CHUNKED_KERNELS.get(keras.backend.backend(), _unfused_pool)
+
+    def pool(dtype: str, *arrays):
+        x, kernel, bias, w, b = (ops.cast(t, dtype) for t in arrays)
+        return kernel_fn(x, lengths, kernel, bias, w, b, 0.01, pooling == "attention", 64)
+
+    def loss(dtype: str):
+        return lambda *arrays: ops.sum(ops.sin(ops.cast(pool(dtype, *arrays), "float32")) * 100)
+
+    out = {}
+    for dtype in ("float32", "bfloat16"):
+        c = ops.convert_to_numpy(pool(dtype, x, kernel, bias, w, b))
+        assert c.dtype.name == dtype, "the output keeps the compute dtype"
+        out[dtype] = c.astype("float32")
+    scale = np.abs(out["float32"]).max()
+    assert np.abs(out["bfloat16"] - out["float32"]).max() / scale < 6e-3
+    exact = gradients(loss("float32"), x, kernel, bias, w, b)
+    mixed = gradients(loss("bfloat16"), x, kernel, bias, w, b)
+    for ours, theirs in zip(mixed, exact, strict=True):
+        assert ours.dtype == np.float32
+        if theirs.size:
+            error = np.abs(ours - theirs).max() / max(np.abs(theirs).max(), 1e-12)
+            assert error < 2e-2, error
 
 
 def test_chunked_pooling_saves_and_rejects_bad_input(rng, tmp_path):

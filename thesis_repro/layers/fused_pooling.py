@@ -23,10 +23,12 @@ def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool,
     so ``exp`` cannot overflow and no running maximum is needed) or ``p_t = mask_t`` (mean);
     ``c = N / Z`` with ``N = sum_t p_t h_t`` and ``Z = sum_t p_t``, accumulated chunk by chunk in
     a ``tf.while_loop``. Backward: each chunk's h is recomputed from x, so nothing of size
-    (batch, T, D) is ever kept.
+    (batch, T, D) is ever kept. Under a mixed-precision policy (x and the weights in bfloat16 or
+    float16) the sums over T and the gradients accumulate in float32 (``acc``).
     """
     import tensorflow as tf
 
+    acc = tf.float32 if x.dtype in (tf.bfloat16, tf.float16) else x.dtype
     batch, steps, features = tf.shape(x)[0], tf.shape(x)[1], x.shape[2]
     n_chunks = (steps + chunk - 1) // chunk
     pad = n_chunks * chunk - steps
@@ -52,49 +54,54 @@ def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool,
     def pool(x, kernel, bias, w, b):
         def accumulate(i, numerator, normaliser):
             _, _, h, _, p = chunk_forward(i, kernel, bias, w, b)
-            numerator += tf.einsum("bt,btd->bd", p, h)
-            normaliser += tf.reduce_sum(p, axis=1, keepdims=True)
+            numerator += tf.einsum("bt,btd->bd", tf.cast(p, acc), tf.cast(h, acc))
+            normaliser += tf.reduce_sum(tf.cast(p, acc), axis=1, keepdims=True)
             return i + 1, numerator, normaliser
 
         _, numerator, normaliser = tf.while_loop(
             lambda i, *_: i < n_chunks,
             accumulate,
-            (0, tf.zeros((batch, kernel.shape[1]), x.dtype), tf.zeros((batch, 1), x.dtype)),
+            (0, tf.zeros((batch, kernel.shape[1]), acc), tf.zeros((batch, 1), acc)),
         )
         normaliser = tf.maximum(normaliser, 1e-30)
         c = numerator / normaliser
 
         def grad(g_c):
+            g_c = tf.cast(g_c, acc)
             g_numerator = g_c / normaliser
             g_normaliser = -tf.reduce_sum(g_c * c, axis=1, keepdims=True) / normaliser
 
             def backward(i, g_kernel, g_bias, g_w, g_b, g_x):
                 x_k, a, h, e, p = chunk_forward(i, kernel, bias, w, b)
+                x_k, h, p = tf.cast(x_k, acc), tf.cast(h, acc), tf.cast(p, acc)
                 g_h = p[:, :, None] * g_numerator[:, None, :]
                 if attend:
                     g_p = tf.einsum("btd,bd->bt", h, g_numerator) + g_normaliser
+                    e = tf.cast(e, acc)
                     g_s = g_p * p * (1.0 - e * e)
-                    g_h += g_s[:, :, None] * w
+                    g_h += g_s[:, :, None] * tf.cast(w, acc)
                     g_w += tf.einsum("bt,btd->d", g_s, h)
                     g_b += tf.reduce_sum(g_s)
                 g_a = tf.where(a > 0, g_h, slope * g_h)
                 g_kernel += tf.einsum("btf,btd->fd", x_k, g_a)
                 g_bias += tf.reduce_sum(g_a, axis=(0, 1))
-                g_x = g_x.write(i, tf.einsum("btd,fd->btf", g_a, kernel))
+                g_x = g_x.write(i, tf.einsum("btd,fd->btf", g_a, tf.cast(kernel, acc)))
                 return i + 1, g_kernel, g_bias, g_w, g_b, g_x
 
             initial = (
                 0,
-                *(tf.zeros_like(v) for v in (kernel, bias, w, b)),
-                tf.TensorArray(x.dtype, size=n_chunks),
+                *(tf.zeros(tf.shape(v), acc) for v in (kernel, bias, w, b)),
+                tf.TensorArray(acc, size=n_chunks),
             )
             _, g_kernel, g_bias, g_w, g_b, g_x = tf.while_loop(
                 lambda i, *_: i < n_chunks, backward, initial
             )
             g_x = tf.reshape(tf.transpose(g_x.stack(), (1, 0, 2, 3)), (batch, -1, features))
-            return g_x[:, :steps], g_kernel, g_bias, g_w, g_b
+            grads = (g_x[:, :steps], g_kernel, g_bias, g_w, g_b)
+            primals = (x, kernel, bias, w, b)
+            return tuple(tf.cast(g, v.dtype) for g, v in zip(grads, primals, strict=True))
 
-        return c, grad
+        return tf.cast(c, x.dtype), grad
 
     # Pass the weights as tensors (identity reads): custom_gradient then owns their gradients.
     return pool(x, *(tf.identity(v) for v in (kernel, bias, w, b)))
@@ -103,9 +110,12 @@ def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool,
 def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
     """The same computation as :func:`_chunked_pool_tf` for JAX: ``lax.scan`` over the chunks
     and a ``jax.custom_vjp`` whose backward scan recomputes each chunk's h (nothing of size
-    (batch, T, units) is kept; the carries are (batch, units))."""
+    (batch, T, units) is kept; the carries are (batch, units)); float32 accumulators under a
+    mixed-precision policy, as there."""
     import jax
     import jax.numpy as jnp
+
+    acc = jnp.promote_types(x.dtype, jnp.float32)
 
     batch, steps, features = x.shape
     n_chunks = -(-steps // chunk)
@@ -135,25 +145,27 @@ def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool
         def accumulate(carry, inputs):
             numerator, normaliser = carry
             _, h, _, p = chunk_forward(*inputs, kernel, bias, w, b)
-            numerator += jnp.sum(p[:, :, None] * h, axis=1)
+            p = p.astype(acc)
+            numerator += jnp.sum(p[:, :, None] * h.astype(acc), axis=1)
             normaliser += jnp.sum(p, axis=1, keepdims=True)
             return (numerator, normaliser), None
 
-        initial = (jnp.zeros((batch, kernel.shape[1]), x.dtype), jnp.zeros((batch, 1), x.dtype))
+        initial = (jnp.zeros((batch, kernel.shape[1]), acc), jnp.zeros((batch, 1), acc))
         (numerator, normaliser), _ = jax.lax.scan(accumulate, initial, (x_chunks, mask_chunks))
         normaliser = jnp.maximum(normaliser, 1e-30)
         return numerator / normaliser, normaliser
 
     @jax.custom_vjp
     def pool(x_chunks, mask_chunks, kernel, bias, w, b):
-        return forward(x_chunks, mask_chunks, kernel, bias, w, b)[0]
+        return forward(x_chunks, mask_chunks, kernel, bias, w, b)[0].astype(x.dtype)
 
     def pool_forward(x_chunks, mask_chunks, kernel, bias, w, b):
         c, normaliser = forward(x_chunks, mask_chunks, kernel, bias, w, b)
-        return c, (x_chunks, mask_chunks, kernel, bias, w, b, c, normaliser)
+        return c.astype(x.dtype), (x_chunks, mask_chunks, kernel, bias, w, b, c, normaliser)
 
     def pool_backward(saved, g_c):
         x_chunks, mask_chunks, kernel, bias, w, b, c, normaliser = saved
+        g_c = g_c.astype(acc)
         g_numerator = g_c / normaliser
         g_normaliser = -jnp.sum(g_c * c, axis=1, keepdims=True) / normaliser
 
@@ -161,22 +173,26 @@ def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool
             g_kernel, g_bias, g_w, g_b = grads
             x_k, mask_k = inputs
             a, h, e, p = chunk_forward(x_k, mask_k, kernel, bias, w, b)
+            h, p = h.astype(acc), p.astype(acc)
             g_h = p[:, :, None] * g_numerator[:, None, :]
             if attend:
                 g_p = jnp.sum(h * g_numerator[:, None, :], axis=2) + g_normaliser
-                g_s = g_p * p * (1.0 - e * e)
-                g_h += g_s[:, :, None] * w
+                g_s = g_p * p * (1.0 - e.astype(acc) ** 2)
+                g_h += g_s[:, :, None] * w.astype(acc)
                 g_w += g_s.reshape(-1) @ rows(h)
                 g_b += jnp.sum(g_s)
             # d lrelu / da = 1 (a > 0) or slope (a < 0), written without a select; at a == 0
             # (measure zero; padded steps have g_h == 0) it gives the mean of the two.
             g_a = g_h * ((1 + slope) / 2 + (1 - slope) / 2 * jnp.sign(a))
-            g_kernel += rows(x_k).T @ rows(g_a)
+            g_kernel += rows(x_k).astype(acc).T @ rows(g_a)
             g_bias += jnp.sum(g_a, axis=(0, 1))
-            return (g_kernel, g_bias, g_w, g_b), (rows(g_a) @ kernel.T).reshape(x_k.shape)
+            g_x_k = (rows(g_a) @ kernel.astype(acc).T).reshape(x_k.shape).astype(x_k.dtype)
+            return (g_kernel, g_bias, g_w, g_b), g_x_k
 
-        initial = tuple(jnp.zeros_like(v) for v in (kernel, bias, w, b))
+        weights = (kernel, bias, w, b)
+        initial = tuple(jnp.zeros(v.shape, acc) for v in weights)
         grads, g_x = jax.lax.scan(backward, initial, (x_chunks, mask_chunks))
+        grads = tuple(g.astype(v.dtype) for g, v in zip(grads, weights, strict=True))
         return (g_x, jnp.zeros_like(mask_chunks), *grads)
 
     pool.defvjp(pool_forward, pool_backward)
