@@ -1,7 +1,8 @@
 """Migrate the committed records once to the record format of the redesign (issue 17).
 
-    python scripts/migrate_records.py results/   # run on 2026-11-23 (twice: lowercase and
-                                                 # bounded came with the gap study); idempotent
+    python scripts/migrate_records.py results/   # run on 2026-11-23 (three times, as fields
+                                                 # came with the gap study and FF mixed
+                                                 # precision); idempotent
 
 What it changes, so that the code reads every record one way and keeps no compatibility branch:
 
@@ -17,7 +18,8 @@ What it changes, so that the code reads every record one way and keeps no compat
    saying so: all of them ran on this project's 2-CPU machines with TensorFlow as the only
    installed backend (their ``versions`` list no JAX) and before dtype policies were an option.
    A record whose ``versions`` list JAX, or whose machine is not a plain CPU one, is left alone.
-3. Kneser-Ney records name the command as it is now spelled: ``python -m thesis_repro.lm
+3. Raffel & Ellis run configs gain ``dtype_policy`` "float32" (mixed precision came later).
+4. Kneser-Ney records name the command as it is now spelled: ``python -m thesis_repro.lm
    kneser-ney ...`` (it was ``python -m thesis_repro.kneser_ney ...``).
 """
 
@@ -38,6 +40,7 @@ LM_LATER_FIELDS = {
     "bounded": False,
 }
 KN_LATER_FIELDS = {"lowercase": True}
+FFATTENTION_LATER_FIELDS = {"dtype_policy": "float32"}
 OLD_KN_COMMAND = "python -m thesis_repro.kneser_ney"
 NEW_KN_COMMAND = "python -m thesis_repro.lm kneser-ney"
 INFERRED = (
@@ -80,9 +83,9 @@ def main(results_dir: Path) -> int:
         before = repr(record)
         if path.relative_to(results_dir).parts[0] == "lm":
             path = migrate_lm(path, record, results_dir)
-        if path.relative_to(results_dir).parts[0] == "kneser-ney":
-            for field, value in KN_LATER_FIELDS.items():
-                record["config"].setdefault(field, value)
+        later = {"kneser-ney": KN_LATER_FIELDS, "ffattention": FFATTENTION_LATER_FIELDS}
+        for field, value in later.get(path.relative_to(results_dir).parts[0], {}).items():
+            record["config"].setdefault(field, value)
         migrate_hardware(record)
         command = record.get("command", "")
         if command.startswith(OLD_KN_COMMAND + " ") or command == OLD_KN_COMMAND:

@@ -140,3 +140,23 @@ def test_raffel_model_checkpoint_roundtrip_keeps_the_leaky_slope(rng, tmp_path):
     model.save(tmp_path / "m.keras")
     loaded = keras.saving.load_model(tmp_path / "m.keras")
     np.testing.assert_array_equal(np.asarray(model(inputs)), np.asarray(loaded(inputs)))
+
+
+def test_mixed_bfloat16_smoke_run_stays_within_two_percent_of_float32(tmp_path):
+    """``--dtype-policy mixed_bfloat16`` (issue 14): the same 40 updates give a test loss within
+    2 % of float32's (measured: 0.04443 vs 0.04440), recorded as its own run."""
+    losses = {}
+    for policy in ("float32", "mixed_bfloat16"):
+        config = ffattention.RunConfig(
+            "table1", "addition", 50, "attention", 1e-2, 0, 2, 20, test_size=100,
+            dtype_policy=policy,
+        )  # fmt: skip
+        record = ffattention.run(config, tmp_path, verbose=0)
+        assert record["config"]["dtype_policy"] == policy and record["finished"]
+        losses[policy] = record["epochs"][-1]["test_loss"]
+    assert abs(losses["mixed_bfloat16"] / losses["float32"] - 1) < 0.02, losses
+    names = sorted(p.name for p in tmp_path.rglob("*.json"))
+    assert names == [
+        "addition-T50-attention-lr0.01-mixed_bfloat16-seed0.json",
+        "addition-T50-attention-lr0.01-seed0.json",
+    ]

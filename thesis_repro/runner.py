@@ -29,7 +29,7 @@ from thesis_repro.records import (
     grid_failures,
 )
 from thesis_repro.settings import COMMAND_ENV
-from thesis_repro.training import use_data_parallel
+from thesis_repro.training import DTYPE_POLICIES, use_data_parallel
 
 if TYPE_CHECKING:  # the contract names the runner; the runner only needs the type
     from thesis_repro.experiment import Experiment
@@ -181,6 +181,18 @@ def run_jobs(module: str, argv: Sequence[str], jobs: int, command: str) -> int:
             w.wait()
         raise
     return max(codes, key=abs)
+
+
+def add_dtype_policy_option(parser: argparse.ArgumentParser) -> None:
+    """``--dtype-policy`` of the run and grid commands (``training.dtype_policy``)."""
+    parser.add_argument(
+        "--dtype-policy",
+        choices=DTYPE_POLICIES,
+        default="float32",
+        help="Keras dtype policy: float32 (default, every published result) or mixed "
+        "precision, mixed_bfloat16 (GPUs/TPUs with bfloat16) or mixed_float16; part of the "
+        "run's identity (its own record, name suffix)",
+    )
 
 
 def add_data_parallel_option(parser: argparse.ArgumentParser) -> None:

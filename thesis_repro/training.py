@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,26 @@ from thesis_repro.records import RunFailed, RunRecord
 from thesis_repro.settings import CHECKPOINT_SECONDS
 
 BatchFn = Callable[[np.random.Generator], tuple[Any, Any]]
+
+
+#: Keras dtype policies a run may use (``--dtype-policy``): float32 everywhere, or mixed
+#: precision (bfloat16 / float16 compute, float32 weights; losses stay float32).
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+@contextmanager
+def dtype_policy(name: str) -> Iterator[None]:
+    """Build layers under the Keras dtype policy ``name`` (they take the global policy when
+    they are created), then restore the previous policy. Compile the model afterwards: Keras
+    wraps its optimizer in loss scaling when the model's policy is ``mixed_float16``."""
+    if name not in DTYPE_POLICIES:
+        raise ValueError(f"dtype policy must be one of {', '.join(DTYPE_POLICIES)}, got {name!r}")
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(name)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def set_seed(seed: int) -> None:

@@ -27,6 +27,7 @@ from thesis_repro.ffattention.report import report
 from thesis_repro.ffattention.train import run
 from thesis_repro.runner import (
     add_data_parallel_option,
+    add_dtype_policy_option,
     add_jobs_option,
     grid_command,
     run_command,
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     one.add_argument("--test-size", type=positive_int, default=1000, help="held-out sequences")
     add_data_parallel_option(one)
+    add_dtype_policy_option(one)
 
     grid = sub.add_parser("grid", help="run every configuration of a preset (resumable)")
     grid.add_argument("--preset", choices=tuple(PRESETS), default="cpu")
@@ -89,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(grid)
     add_data_parallel_option(grid)
+    add_dtype_policy_option(grid)
 
     sub.add_parser("report", help="render the table and figure from the records")
     return parser
@@ -118,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             args.max_epochs,
             args.steps_per_epoch,
             test_size=args.test_size,
+            dtype_policy=args.dtype_policy,
         )
         status = run_command(
             lambda: run(config, args.results, args.verbose),
@@ -126,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         if status:
             return status
     elif args.command == "grid":
-        configs = [c for c in runs(args.preset) if not args.only or c.experiment in args.only]
+        every = runs(args.preset, args.dtype_policy)
+        configs = [c for c in every if not args.only or c.experiment in args.only]
         status = grid_command(EXPERIMENT, args, argv, configs)
         if status:
             return status

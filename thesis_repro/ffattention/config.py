@@ -6,7 +6,7 @@ A leaf module: it imports nothing else of the package.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from thesis_repro.tasks import MIN_LENGTH_RAFFEL
@@ -52,11 +52,15 @@ class RunConfig:
     batch_size: int = 100
     test_size: int = 1000
     max_length: int = VARIABLE_MAX  # longest sequence of the variable-length experiment
+    dtype_policy: str = "float32"  # Keras dtype policy of the layers (training.DTYPE_POLICIES)
 
     @property
     def name(self) -> str:
         t0 = "var" if self.experiment == "variable" else f"T{self.t0}"
-        return f"{self.task}-{t0}-{self.pooling}-lr{self.learning_rate:g}-seed{self.seed}"
+        precision = "" if self.dtype_policy == "float32" else f"-{self.dtype_policy}"
+        return (
+            f"{self.task}-{t0}-{self.pooling}-lr{self.learning_rate:g}{precision}-seed{self.seed}"
+        )
 
 
 @dataclass(frozen=True)
@@ -181,9 +185,9 @@ def preset_runs(preset: Preset) -> list[RunConfig]:
     return temporal + cheap + variable + [run for run in table1 if run.t0 > 1000]
 
 
-def runs(preset: str) -> list[RunConfig]:
-    """Every run of the preset named ``preset`` (:func:`preset_runs`)."""
-    return preset_runs(PRESETS[preset])
+def runs(preset: str, dtype_policy: str = "float32") -> list[RunConfig]:
+    """Every run of the preset named ``preset`` (:func:`preset_runs`), under ``dtype_policy``."""
+    return [replace(c, dtype_policy=dtype_policy) for c in preset_runs(PRESETS[preset])]
 
 
 def summarize(epochs: list[dict]) -> dict[str, Any]:

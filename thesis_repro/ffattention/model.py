@@ -39,6 +39,8 @@ def raffel_model(
     ``chunked=True`` computes h and the pooling with the fused ``ChunkedFeedForwardPooling``
     (same function, same initialisation; memory independent of T, several times faster at long
     T; see ``benchmarks/bench_ffattention.py``). Its weights live in one layer named "pool".
+    The output layer computes in float32 whatever the global dtype policy (mixed precision:
+    the prediction and the loss stay float32).
     """
     if pooling not in ("attention", "mean"):
         raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}.")
@@ -63,11 +65,13 @@ def raffel_model(
         c = _unfused_pooling(x, lengths, hidden, pooling, init)
     s = keras.layers.Dense(hidden, leaky_relu, kernel_initializer=init(hidden), name="s")(c)
     if classes is None:
-        y = keras.layers.Dense(1, leaky_relu, kernel_initializer=init(hidden), name="y")(s)
-        y = keras.layers.Reshape((), name="prediction")(y)
+        y = keras.layers.Dense(
+            1, leaky_relu, kernel_initializer=init(hidden), name="y", dtype="float32"
+        )(s)
+        y = keras.layers.Reshape((), name="prediction", dtype="float32")(y)
     else:
         y = keras.layers.Dense(
-            classes, "softmax", kernel_initializer=init(hidden), name="prediction"
+            classes, "softmax", kernel_initializer=init(hidden), name="prediction", dtype="float32"
         )(s)
     return keras.Model({"x": x, "lengths": lengths}, y, name=name or f"raffel_{pooling}")
 

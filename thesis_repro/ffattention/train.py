@@ -26,6 +26,7 @@ from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
     distribution_summary,
+    dtype_policy,
     fresh_batches,
     raise_if_failed,
     remove_checkpoints,
@@ -130,13 +131,14 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
     set_seed(config.seed)
 
     def build() -> keras.Model:
-        model = raffel_model(
-            features=tasks.N_FEATURES[config.task],
-            pooling=config.pooling,  # type: ignore[arg-type]
-            classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
-            seed=config.seed,
-            chunked=chunked,
-        )
+        with dtype_policy(config.dtype_policy):
+            model = raffel_model(
+                features=tasks.N_FEATURES[config.task],
+                pooling=config.pooling,  # type: ignore[arg-type]
+                classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
+                seed=config.seed,
+                chunked=chunked,
+            )
         model.compile(
             optimizer=keras.optimizers.Adam(config.learning_rate, beta_1=0.9, beta_2=0.999),
             loss="sparse_categorical_crossentropy" if classification else "mse",

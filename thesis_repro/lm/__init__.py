@@ -82,7 +82,6 @@ from thesis_repro.experiment import Experiment, Reproduction, Step
 from thesis_repro.layers import POSITION_AWARE
 from thesis_repro.lm.batches import scored_targets
 from thesis_repro.lm.config import (
-    DTYPE_POLICIES,
     EVAL_PREFIXES,
     FIRST_TARGET,
     FUTURE_TABLES,
@@ -137,6 +136,7 @@ from thesis_repro.lm.model import build_model
 from thesis_repro.lm.report import report as render_tables  # (lm.report stays the module)
 from thesis_repro.lm.train import estimate_update_seconds, run, run_grid
 from thesis_repro.settings import DATA_ENV, data_dir
+from thesis_repro.training import DTYPE_POLICIES
 
 
 def table_sources(preset: str, data: str | None) -> tuple[dict[str, CorpusSource], str]:

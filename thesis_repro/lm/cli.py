@@ -27,7 +27,6 @@ from thesis_repro.corpus import CorpusError
 from thesis_repro.layers import POSITION_AWARE
 from thesis_repro.lm import EXPERIMENT
 from thesis_repro.lm.config import (
-    DTYPE_POLICIES,
     EVAL_PREFIXES,
     FIRST_TARGET,
     FUTURE_TABLES,
@@ -63,6 +62,7 @@ from thesis_repro.records import (
 )
 from thesis_repro.runner import (
     add_data_parallel_option,
+    add_dtype_policy_option,
     add_jobs_option,
     grid_command,
     start_data_parallel,
@@ -106,13 +106,7 @@ def _add_common(parser: argparse.ArgumentParser, grid: bool) -> None:
     )
     add_results_option(parser, RESULTS_DIR if grid else RUNS_DIR)
     add_data_parallel_option(parser)
-    parser.add_argument(
-        "--dtype-policy",
-        choices=DTYPE_POLICIES,
-        help="Keras dtype policy: float32 (default, every published result) or mixed "
-        "precision, mixed_bfloat16 (GPUs/TPUs with bfloat16) or mixed_float16; part of the "
-        "run's identity (its own record, name suffix)",
-    )
+    add_dtype_policy_option(parser)
     parser.add_argument(
         "--jit",
         action=argparse.BooleanOptionalAction,

@@ -392,11 +392,6 @@ class RunConfig:
         return f"{self.preset}-{model}-{self.variant}{text}{precision}-seed{self.seed}"
 
 
-#: Keras dtype policies a run may use (``--dtype-policy``): float32 everywhere, or mixed
-#: precision (bfloat16 / float16 compute, float32 weights; the loss and softmax stay float32).
-DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
-
-
 def model_label(
     order: int, prefix: int = 0, min_prefix: int = 0, position_aware: str = "none"
 ) -> str:

@@ -51,7 +51,7 @@ import numpy as np
 from thesis_repro.layers import PrefixAttentionPooling
 from thesis_repro.lm.batches import window_inputs
 from thesis_repro.lm.config import EMBEDDING_DIM, HIDDEN, VARIANTS, WEIGHT_DECAY, RunConfig
-from thesis_repro.training import inverse_time_schedule
+from thesis_repro.training import dtype_policy, inverse_time_schedule
 
 DECAYED_LAYERS = ("W_mh", "W_hl")  # the only weights with weight decay
 
@@ -209,9 +209,7 @@ def build_model(config: RunConfig, vocab_size: int, jit_compile: bool = True) ->
     wraps the optimizer in loss scaling for ``mixed_float16``)."""
 
     variant = VARIANTS[config.variant]
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(config.dtype_policy)  # the layers take it when built
-    try:
+    with dtype_policy(config.dtype_policy):
         model = language_model(
             vocab_size,
             config.order,
@@ -221,8 +219,6 @@ def build_model(config: RunConfig, vocab_size: int, jit_compile: bool = True) ->
             config.weight_decay,
             position_aware=config.position_aware,
         )
-    finally:
-        keras.config.set_dtype_policy(previous)
     model.compile(
         optimizer=keras.optimizers.SGD(
             inverse_time_schedule(variant.eps0, variant.decay), momentum=variant.momentum
