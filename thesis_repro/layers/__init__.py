@@ -11,11 +11,12 @@
   receives an external attention energy e_t.
 - ``sequence_mask``, ``masked_softmax``, ``LengthMask``: which steps of a padded batch count.
 - ``leaky_relu`` (slope 0.01) and ``normal_fan_in``: the papers' non-linearity and initialisation.
+- ``sparse_nll``: the language models' loss, -log p(next word), from logits.
 
 Where they live: ``pooling`` (attention, mean and prefix pooling), ``fused_pooling`` (the chunked
 layer and its TensorFlow/JAX kernels), ``gated_lstm`` (scaled sigmoid, gated LSTM), ``masking``
-(masks, masked softmax), ``activations`` (leaky ReLU, initialiser); ``_common`` holds helpers
-the modules share. Import from ``thesis_repro.layers`` itself.
+(masks, masked softmax), ``activations`` (leaky ReLU, initialiser), ``losses`` (``sparse_nll``);
+``_common`` holds helpers the modules share. Import from ``thesis_repro.layers`` itself.
 
 All layers are registered under the Keras package name ``thesis_repro`` (``PACKAGE``) so that
 models using them save to and load from ``.keras`` files.
@@ -31,6 +32,7 @@ from thesis_repro.layers.gated_lstm import (
     AttentionGatedLSTMCell,
     scaled_sigmoid,
 )
+from thesis_repro.layers.losses import sparse_nll
 from thesis_repro.layers.masking import LengthMask, masked_softmax, sequence_mask
 from thesis_repro.layers.pooling import (
     POSITION_AWARE,
@@ -57,4 +59,5 @@ __all__ = [
     "normal_fan_in",
     "scaled_sigmoid",
     "sequence_mask",
+    "sparse_nll",
 ]

@@ -48,7 +48,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from thesis_repro.layers import PrefixAttentionPooling
+from thesis_repro.layers import PrefixAttentionPooling, sparse_nll
 from thesis_repro.lm.batches import window_inputs
 from thesis_repro.lm.config import EMBEDDING_DIM, HIDDEN, VARIANTS, WEIGHT_DECAY, RunConfig
 from thesis_repro.training import dtype_policy, inverse_time_schedule
@@ -205,8 +205,8 @@ def prefix_attention(
 
 def build_model(config: RunConfig, vocab_size: int, jit_compile: bool = True) -> Any:
     """The compiled model of a run: thesis 2.2 network, SGD of thesis 3.2.2; its layers use
-    ``config.dtype_policy`` (Keras computes the loss in float32 whatever the logits' dtype, and
-    wraps the optimizer in loss scaling for ``mixed_float16``)."""
+    ``config.dtype_policy`` (``layers.sparse_nll`` computes the loss in float32 whatever the
+    logits' dtype; Keras wraps the optimizer in loss scaling for ``mixed_float16``)."""
 
     variant = VARIANTS[config.variant]
     with dtype_policy(config.dtype_policy):
@@ -223,10 +223,8 @@ def build_model(config: RunConfig, vocab_size: int, jit_compile: bool = True) ->
         optimizer=keras.optimizers.SGD(
             inverse_time_schedule(variant.eps0, variant.decay), momentum=variant.momentum
         ),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        weighted_metrics=[
-            keras.metrics.SparseCategoricalCrossentropy(from_logits=True, name="nll")
-        ],
+        loss=sparse_nll,
+        weighted_metrics=[keras.metrics.MeanMetricWrapper(sparse_nll, name="nll")],
         jit_compile=jit_compile,
     )
     return model
