@@ -1,6 +1,8 @@
 """Speed and memory of one Raffel & Ellis training step (batch 100, D = 100, Adam).
 
     python benchmarks/bench_ffattention.py [--t0 1000 10000] [--steps 10]
+    KERAS_BACKEND=jax python benchmarks/bench_ffattention.py --configs reference+xla chunked+xla \
+        --chunk-sizes 64 256 1024 --dtype-policy mixed_bfloat16      # a GPU's chunk size sweep
 
 Measures ms per training step and the process's peak resident memory for
 
@@ -11,7 +13,10 @@ Measures ms per training step and the process's peak resident memory for
   steps with a recomputing gradient (``layers.ChunkedFeedForwardPooling``), XLA-compiled — what
   ``python -m thesis_repro.ffattention`` uses for T0 >= 1000.
 
-Each configuration runs in its own process so that peak memory is its own. Sequences have
+``--chunk-sizes`` runs ``chunked+xla`` once per chunk size (64 is the layer's default: small
+enough to stay in a CPU's cache, perhaps too small to fill a GPU); ``--dtype-policy`` builds
+every model under that Keras policy (``training.dtype_policy``). Each configuration runs in its
+own process so that peak memory is its own. Sequences have
 lengths in [T0, 1.1 T0] (padded to 1.1 T0), as in the experiment. The epoch time is 1000 steps.
 """
 
@@ -32,7 +37,7 @@ CONFIGS = {
 }
 
 
-def measure(name: str, t0: int, steps: int) -> dict:
+def measure(name: str, t0: int, steps: int, chunk: int = 64, policy: str = "float32") -> dict:
     """One configuration, in this process: ms/step and peak RSS."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
@@ -41,12 +46,14 @@ def measure(name: str, t0: int, steps: int) -> dict:
     from thesis_repro import tasks
     from thesis_repro.ffattention.model import raffel_model
     from thesis_repro.records import compute_device
+    from thesis_repro.training import dtype_policy
 
     config = CONFIGS[name]
     low, high = tasks.raffel_length_range(t0)
     batch = tasks.raffel_addition(np.random.default_rng(0), 100, low, high)
     inputs = {"x": batch.x, "lengths": batch.lengths}
-    model = raffel_model(seed=0, chunked=config["chunked"])
+    with dtype_policy(policy):
+        model = raffel_model(seed=0, chunked=config["chunked"], chunk_size=chunk)
     model.compile(keras.optimizers.Adam(1e-3), "mse", jit_compile=config["jit"])
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for _ in range(3):  # compile and warm up
@@ -59,7 +66,8 @@ def measure(name: str, t0: int, steps: int) -> dict:
     return {
         **compute_device(),
         "device_peak_mb": device_peak_mb(),
-        "config": name,
+        "config": name + (f"(chunk {chunk})" if config["chunked"] and chunk != 64 else ""),
+        "dtype_policy": policy,
         "t0": t0,
         "padded_T": int(batch.x.shape[1]),
         "ms_per_step": ms,
@@ -88,20 +96,27 @@ def main() -> None:
     parser.add_argument("--t0", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     parser.add_argument("--configs", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    parser.add_argument("--one", nargs=2, metavar=("CONFIG", "T0"), help=argparse.SUPPRESS)
+    parser.add_argument("--chunk-sizes", type=int, nargs="+", default=[64])
+    parser.add_argument(
+        "--dtype-policy", default="float32", choices=("float32", "mixed_bfloat16", "mixed_float16")
+    )
+    parser.add_argument("--one", nargs=3, metavar=("CONFIG", "T0", "CHUNK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure(args.one[0], int(args.one[1]), args.steps)))
+        name, t0, chunk = args.one[0], int(args.one[1]), int(args.one[2])
+        print(json.dumps(measure(name, t0, args.steps, chunk, args.dtype_policy)))
         return
     rows = []
+    runs = [
+        (name, chunk)
+        for name in args.configs
+        for chunk in (args.chunk_sizes if CONFIGS[name]["chunked"] else [64])
+    ]
     for t0 in args.t0:
-        for name in args.configs:
-            out = subprocess.run(
-                [sys.executable, __file__, "--one", name, str(t0), "--steps", str(args.steps)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
+        for name, chunk in runs:
+            command = [sys.executable, __file__, "--one", name, str(t0), str(chunk)]
+            command += ["--steps", str(args.steps), "--dtype-policy", args.dtype_policy]
+            out = subprocess.run(command, capture_output=True, text=True, check=True)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
             r = rows[-1]
             if len(rows) == 1:
@@ -110,18 +125,18 @@ def main() -> None:
                 "" if r["device_peak_mb"] is None else f"  device peak {r['device_peak_mb']:.0f} MB"
             )
             print(
-                f"T0={t0:>6} {name:<14} {r['ms_per_step']:8.1f} ms/step{device}  "
+                f"T0={t0:>6} {r['config']:<26} {r['ms_per_step']:8.1f} ms/step{device}  "
                 f"epoch {r['epoch_minutes']:5.2f} min  peak RSS {r['peak_rss_mb']:7.0f} MB  "
                 f"(+{r['rss_growth_during_training_mb']:.0f} MB in training; input "
                 f"{r['input_mb']:.1f} MB)",
                 flush=True,
             )
-    print(f"\nspeed-up over {args.configs[0]} (same run):")
+    print(f"\nspeed-up over {rows[0]['config']} (same run):")
     for t0 in args.t0:
-        base = next(r for r in rows if r["t0"] == t0 and r["config"] == args.configs[0])
-        for r in rows:
-            if r["t0"] == t0 and r["config"] != args.configs[0]:
-                print(f"  T0={t0}: {r['config']}: x{base['ms_per_step'] / r['ms_per_step']:.2f}")
+        same = [r for r in rows if r["t0"] == t0]
+        base = same[0]
+        for r in same[1:]:
+            print(f"  T0={t0}: {r['config']}: x{base['ms_per_step'] / r['ms_per_step']:.2f}")
     print(f"load average during the run: {os.getloadavg()}")
 
 
