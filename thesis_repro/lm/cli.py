@@ -134,8 +134,9 @@ def train_parser() -> argparse.ArgumentParser:
         description=_wrap(
             "Train one language model of thesis 3.2 (Bengio n-gram LM, or with an "
             "attention-compressed prefix). Other commands: `python -m thesis_repro.lm grid "
-            "--help` (Tables 3.1/3.2, PTB, thesis 4.2 future work), `... lm report --help`, "
-            "`... lm evaluate --help`, `... lm show-attention --help`, `... lm examples --help`."
+            "--help` (Tables 3.1/3.2, PTB, thesis 4.2 future work, the gap study), `... lm "
+            "report --help`, `... lm evaluate --help`, `... lm show-attention --help`, `... lm "
+            "examples --help`, `... lm kneser-ney --help` (count-based baselines)."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=_presets_epilog()
