@@ -153,6 +153,7 @@ def test_mixed_bfloat16_smoke_run_stays_within_two_percent_of_float32(tmp_path):
         )  # fmt: skip
         record = ffattention.run(config, tmp_path, verbose=0)
         assert record["config"]["dtype_policy"] == policy and record["finished"]
+        assert record["hardware"]["dtype_policy"] == policy, "the run's policy, not the global"
         losses[policy] = record["epochs"][-1]["test_loss"]
     assert abs(losses["mixed_bfloat16"] / losses["float32"] - 1) < 0.02, losses
     names = sorted(p.name for p in tmp_path.rglob("*.json"))

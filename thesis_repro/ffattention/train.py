@@ -127,7 +127,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
     longest = config.max_length if config.experiment == "variable" else config.t0
     chunked = longest >= CHUNKED_FROM_LENGTH
     record.data["implementation"] = "chunked" if chunked else "layers"
-    record.data["hardware"].update(distribution_summary())
+    record.data["hardware"].update(distribution_summary(), dtype_policy=config.dtype_policy)
     set_seed(config.seed)
 
     def build() -> keras.Model:

@@ -92,7 +92,7 @@ def run(
     if jit_compile is None:
         jit_compile = PRESETS[config.preset].jit_compile
     record.data["jit_compile"] = jit_compile
-    record.data["hardware"].update(distribution_summary())
+    record.data["hardware"].update(distribution_summary(), dtype_policy=config.dtype_policy)
     set_seed(config.seed)
     model, done = resume(record, lambda: build_model(config, corpus.vocab_size, jit_compile))
     first_step, metric_state = 0, None
