@@ -11,7 +11,9 @@ measures
 - ms per update and training words per second through ``model.train_on_batch`` on one fixed
   minibatch (compute only), with and without ``jit_compile`` (XLA; the presets use XLA);
 - words per second of ``model.fit`` over ``TrainBatches`` (batches cut from a token array, as in
-  training: includes the input pipeline; XLA only, best round);
+  training: includes the input pipeline; XLA only, best round), and the time the host takes to
+  cut one minibatch (``TrainBatches[i]``: what the device would wait for if the pipeline did
+  not overlap; issue 14 asked whether it starves a GPU);
 - the share of the machine's matmul throughput the update reaches: the same run times an
   XLA-compiled function that does only the update's matrix multiplications, on the same shapes
   (forward ``m W_mh``, ``h W_hl`` and, for the attention model, ``E(prefix) W_wh``; backward the
@@ -170,7 +172,13 @@ def main(argv: list[str] | None = None) -> None:
     times: dict[tuple[str, bool], list[float]] = {variant: [] for variant in variants}
     fit_times: dict[str, list[float]] = {label: [] for label in MODELS}
     matmul_times: dict[str, list[float]] = {label: [] for label in MODELS}
+    input_times: dict[str, list[float]] = {label: [] for label in MODELS}
     for _ in range(args.rounds):
+        for label, data in batches.items():  # the host's share: one minibatch cut from tokens
+            start = time.perf_counter()
+            for index in range(args.steps):
+                data[index]
+            input_times[label].append((time.perf_counter() - start) / args.steps)
         for label, matmul in matmuls.items():
             matmul_times[label].append(time_calls(matmul, args.steps))
         for (label, jit), model in models.items():
@@ -194,9 +202,9 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(
         "| model | XLA | ms/update best | median | words/s (best) | fit words/s | "
-        "matmuls alone ms | share of matmul throughput |"
+        "matmuls alone ms | share of matmul throughput | batch built on the host ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for label, jit in variants:
         shapes = matmul_shapes(MODELS[label], args.vocab)
         alone = min(matmul_times[label])
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"| {label} | {jit} | {1000 * best:.1f} | {1000 * median:.1f} | "
             f"{BATCH / best:,.0f} | {fit} | {1000 * alone:.1f} ({flops / alone / 1e9:.0f} "
-            f"GFLOP/s) | {100 * alone / best:.0f}% |"
+            f"GFLOP/s) | {100 * alone / best:.0f}% | {1000 * min(input_times[label]):.2f} |"
         )
 
 
