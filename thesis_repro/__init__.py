@@ -18,12 +18,14 @@ import sys
 import tempfile
 from collections.abc import Iterator
 
+from thesis_repro.settings import show_import_logs
+
 
 @contextlib.contextmanager
 def _hold_back_native_stderr() -> Iterator[None]:
     """Point file descriptor 2 at a temporary file for the duration (native libraries write
     there directly, so ``sys.stderr`` alone cannot catch them); replay it on an exception."""
-    if os.environ.get("THESIS_REPRO_SHOW_IMPORT_LOGS") == "1":
+    if show_import_logs():
         yield
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
