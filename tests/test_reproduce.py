@@ -105,7 +105,7 @@ def test_missing_corpus_skips_the_language_models_with_one_line(tmp_path):
     (tmp_path / "eltec-pol").mkdir()
     (tmp_path / "eltec-pol" / "eltec-pol.txt").write_text("jeden dwa trzy\n")
     sources, note = lm.table_sources("cpu", tmp_path)
-    assert set(sources) == {"3.1", "3.2", "future-prefix", "future-position"}
+    assert set(sources) == {"3.1", "3.2", "future-prefix", "future-position", "gap"}
     assert sources["3.1"].name == "eltec-pol"
     assert "table ptb" in note and "table future-position-ptb" in note and "\n" not in note
 
