@@ -28,6 +28,7 @@ import platform
 import socket
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, cast
@@ -480,8 +481,30 @@ def grid_failures(records: list[Record]) -> str:
     )
 
 
+def format_hardware(machine: Mapping[str, Any]) -> str:
+    """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``)."""
+    return (
+        f"{machine['cpus']} CPUs ({machine['machine']}), {machine['system']}, Keras backend "
+        f"{machine['backend']} on {machine['device']}, dtype policy "
+        f"{machine.get('dtype_policy', 'none (NumPy)')}"
+    )
+
+
+def counted(texts: list[str]) -> str:
+    """``text (n records)``, most frequent first, joined by ``; ``."""
+    return "; ".join(f"{text} ({n} records)" for text, n in Counter(texts).most_common())
+
+
+def hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:.0f} s"
+
+
 def produced_by(records: list[Record], limit: int = 3) -> str:
-    """The Markdown line naming the commands that produced ``records`` (for rendered tables)."""
+    """The Markdown line under every rendered table: the commands that produced ``records``,
+    where they ran (machine, Keras backend, device, dtype policy) and their summed wall time."""
     commands = sorted({r.get("command", "?") for r in records})
     more = f" (and {len(commands) - limit} more)" if len(commands) > limit else ""
-    return "Produced by: " + "; ".join(f"`{c}`" for c in commands[:limit]) + more
+    line = "Produced by: " + "; ".join(f"`{c}`" for c in commands[:limit]) + more
+    machines = counted([format_hardware(r["hardware"]) for r in records if "hardware" in r])
+    seconds = sum(run_seconds(r) for r in records)
+    return f"{line}. Ran on: {machines}; wall time {hours(seconds)} summed over the runs."

@@ -14,15 +14,17 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from thesis_repro.experiment import experiments
 from thesis_repro.records import (
+    counted,
     failed_note,
+    format_hardware,
     hardware,
+    hours,
     library_versions,
     load_records,
     run_seconds,
@@ -44,26 +46,9 @@ def _format_items(values: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v}" for k, v in values.items())
 
 
-def _format_hardware(machine: Mapping[str, Any]) -> str:
-    """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``)."""
-    return (
-        f"{machine['cpus']} CPUs ({machine['machine']}), {machine['system']}, Keras backend "
-        f"{machine['backend']} on {machine['device']}, dtype policy {machine['dtype_policy']}"
-    )
-
-
-def _counted(texts: list[str]) -> str:
-    """``text (n records)``, most frequent first, joined by ``; ``."""
-    return "; ".join(f"{text} ({n} records)" for text, n in Counter(texts).most_common())
-
-
 def _relative_link(path: Path, start: Path) -> str:
     """``path`` as a Markdown link target relative to the folder ``start`` (the report's)."""
     return Path(os.path.relpath(Path(path).resolve(), Path(start).resolve())).as_posix()
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.2f} h" if seconds >= 360 else f"{seconds:.0f} s"
 
 
 def write_report(
@@ -101,14 +86,14 @@ def write_report(
         "",
         "## Environment and wall time",
         "",
-        f"- Rendered with: {_format_items(library_versions())}, on {_format_hardware(hardware())}",
+        f"- Rendered with: {_format_items(library_versions())}, on {format_hardware(hardware())}",
     ]
     if everything:
         parts += [
             "- Records produced with: "
-            + _counted([_format_items(r.get("versions", {})) for r in everything]),
+            + counted([_format_items(r.get("versions", {})) for r in everything]),
             "- Records produced on: "
-            + _counted([_format_hardware(r.get("hardware", {})) for r in everything]),
+            + counted([format_hardware(r.get("hardware", {})) for r in everything]),
         ]
     parts += [
         "",
@@ -118,9 +103,9 @@ def write_report(
     for name, group in records.items():
         finished = sum(bool(r.get("finished")) for r in group)
         seconds = sum(run_seconds(r) for r in group)
-        parts.append(f"| {name} | {len(group)} | {finished} | {_hours(seconds)} |")
+        parts.append(f"| {name} | {len(group)} | {finished} | {hours(seconds)} |")
     total = sum(run_seconds(r) for r in everything)
-    parts.append(f"| all | {len(everything)} | | {_hours(total)} |")
+    parts.append(f"| all | {len(everything)} | | {hours(total)} |")
     failed = split_failed(everything)[1]
     if failed:
         parts += ["", failed_note(failed, " of every table and figure") + "."]
@@ -132,8 +117,8 @@ def write_report(
             "",
             "| step | wall time |",
             "|---|---|",
-            *(f"| {step} | {_hours(seconds)} |" for step, seconds in timings.items()),
-            f"| total | {_hours(sum(timings.values()))} |",
+            *(f"| {step} | {hours(seconds)} |" for step, seconds in timings.items()),
+            f"| total | {hours(sum(timings.values()))} |",
         ]
     parts.append("")
     for name, text in sections.items():
