@@ -87,6 +87,18 @@ def test_gap_runs_are_the_factors_and_reuse_tables_3_1_and_3_2() -> None:
     assert gap_factor(asdict(other)) is None, "the 10-gram is no gap-study run"
 
 
+def test_unset_command_line_options_keep_the_factors_settings() -> None:
+    """The CLI passes unset options as None: they must not undo a factor's own settings (a bug
+    caught in the first cpu runs: the vocab factor trained at the preset's min_count)."""
+    source = lm.CorpusSource("eltec-pol", Path("x.txt"))
+    unset = {"epochs": None, "min_count": None, "batch_size": None, "dtype_policy": None}
+    runs = lm.table_runs("gap", source, "cpu", (0,), **unset)
+    assert runs == lm.table_runs("gap", source, "cpu", (0,))
+    assert {gap_factor(asdict(r)).name for r in runs} == {f.name for f in GAP_FACTORS}
+    with pytest.raises(lm.LMError, match="--epochs"):
+        lm.table_runs("gap", source, "cpu", (0,), epochs=3)
+
+
 def _record(factor: str, order: int, prefix: int, seed: int, ppl: float) -> dict:
     source = lm.CorpusSource("eltec-pol", Path("x.txt"))
     scale = lm.PRESETS["cpu"]

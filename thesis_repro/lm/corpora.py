@@ -21,6 +21,7 @@ from thesis_repro.lm.config import (
     PRESETS,
     SYNTHETIC,
     TABLES,
+    LMError,
     RunConfig,
     check_config,
     corpus_settings,
@@ -194,6 +195,11 @@ def table_runs(
         ]
     if table == GAP_TABLE:
         scale = PRESETS[preset]
+        changes = {k for f in GAP_FACTORS for k in gap_overrides(f, scale)}
+        overrides = {k: v for k, v in overrides.items() if v is not None}  # unset options
+        if changes & set(overrides):
+            flags = ", ".join("--" + k.replace("_", "-") for k in sorted(changes & set(overrides)))
+            raise LMError(f"the gap study's factors set {flags} themselves: leave them out")
         return [
             make_config(
                 source,
@@ -203,7 +209,8 @@ def table_runs(
                 prefix,
                 factor.variant,
                 seed,
-                **{**gap_overrides(factor, scale), **overrides},
+                **gap_overrides(factor, scale),
+                **overrides,
             )
             for seed in (seeds or scale.seeds)
             for factor in GAP_FACTORS
