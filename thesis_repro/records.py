@@ -31,26 +31,30 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from thesis_repro.files import write_json_atomic
 from thesis_repro.settings import COMMAND_ENV
 
 
-class Hardware(TypedDict):
-    """Where a run ran (:func:`hardware`): the machine, then the Keras backend, the device and
-    the global dtype policy; ``distribution`` and ``devices`` when it ran data-parallel."""
-
+class _HardwareRequired(TypedDict):
     machine: str
     processor: str
     cpus: int
     system: str
     backend: str
     device: str
-    dtype_policy: NotRequired[str]  # every Keras run has it (not the NumPy Kneser-Ney records)
-    distribution: NotRequired[str]
-    devices: NotRequired[int]
-    inferred: NotRequired[str]  # set by scripts/migrate_records.py: how the above were filled
+
+
+# Optional keys in a total=False subclass (NotRequired needs Python 3.11; we support 3.10).
+class Hardware(_HardwareRequired, total=False):
+    """Where a run ran (:func:`hardware`): the machine, then the Keras backend, the device and
+    the run's dtype policy; ``distribution`` and ``devices`` when it ran data-parallel."""
+
+    dtype_policy: str  # every Keras run has it (not the NumPy Kneser-Ney records)
+    distribution: str
+    devices: int
+    inferred: str  # set by scripts/migrate_records.py: how the above were filled
 
 
 class Failure(TypedDict):
@@ -60,7 +64,19 @@ class Failure(TypedDict):
     step: int
 
 
-class Record(TypedDict):
+class _RecordRequired(TypedDict):
+    config: dict[str, Any]
+    command: str
+    epochs: list[dict[str, Any]]
+    summary: dict[str, Any]
+    finished: bool
+    started: str
+    wall_seconds: float
+    versions: dict[str, str]
+    hardware: Hardware
+
+
+class Record(_RecordRequired, total=False):
     """One run's JSON record: written only by :class:`RunRecord`, read only by
     :func:`load_record` / :func:`load_records` (which add ``path``).
 
@@ -72,24 +88,15 @@ class Record(TypedDict):
     mid-epoch checkpoint's position, ``training.MidEpochCheckpoint``).
     """
 
-    config: dict[str, Any]
-    command: str
-    epochs: list[dict[str, Any]]
-    summary: dict[str, Any]
-    finished: bool
-    started: str
-    wall_seconds: float
-    versions: dict[str, str]
-    hardware: Hardware
-    ended: NotRequired[str]
-    failed: NotRequired[Failure]
-    path: NotRequired[str]
-    corpus: NotRequired[dict[str, Any]]
-    jit_compile: NotRequired[bool]
-    implementation: NotRequired[str]
-    pretrain: NotRequired[dict[str, Any]]
-    eval_seconds: NotRequired[float]
-    partial: NotRequired[dict[str, Any]]
+    ended: str
+    failed: Failure
+    path: str
+    corpus: dict[str, Any]
+    jit_compile: bool
+    implementation: str
+    pretrain: dict[str, Any]
+    eval_seconds: float
+    partial: dict[str, Any]
 
 
 def run_seconds(record: Record) -> float:
