@@ -69,13 +69,14 @@ def write_report(
     """
     results_dir, figures_dir, report_path = Path(results_dir), Path(figures_dir), Path(report_path)
     sections, titles, figures = {}, {}, {}
-    present = [e for e in experiments() if load_records(results_dir / e.name)]
-    for experiment in present or experiments():  # none yet: the papers' numbers alone
-        name = experiment.name
+    loaded = {e.name: (e, load_records(results_dir / e.name)) for e in experiments()}
+    present = {name: pair for name, pair in loaded.items() if pair[1]}
+    records = {}
+    for name, (experiment, group) in (present or loaded).items():  # none yet: papers' numbers
         sections[name] = experiment.report(results_dir, figures_dir)
         titles[name] = experiment.title
         figures[name] = experiment.figures(figures_dir)
-    records = {name: load_records(results_dir / name) for name in sections}
+        records[name] = group
     everything = [r for group in records.values() for r in group]
     parts = [
         "# thesis_repro: results report",

@@ -390,7 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = argv[0] if argv and argv[0] in parsers else "train"
     if argv and argv[0] == command:
         argv = argv[1:]
-    args = parsers[command]().parse_args(argv)
+    parser = parsers[command]()
+    args = parser.parse_args(argv)
     started = time.time()
 
     try:
@@ -418,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "CPU a run takes about 45 h (measured 1.0-1.2 s per update at V = 37,373)",
                 flush=True,
             )
-        start_data_parallel(parsers[command](), args)
+        start_data_parallel(parser, args)
         default_name = table_corpus_name(args.table) if command == "grid" else None
         source = resolve_corpus(args.corpus, args.corpus_name or default_name, data_dir())
         if command == "train":
