@@ -31,6 +31,7 @@ from thesis_repro.records import (
     split_failed,
 )
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
+from thesis_repro.spread import format_spread
 
 
 def _select(records: list[Record], preset: str | None) -> list[dict]:
@@ -51,16 +52,14 @@ def _groups(records: list[Record]) -> dict[tuple[str, int], list[dict]]:
     return groups
 
 
-def _spread(values: list[float], digits: str = ".3g") -> str:
-    """``mean ± std [min, max]`` (``mean`` alone for one value; an en dash for none)."""
-    if not values:
-        return "–"
-    if len(values) == 1:
-        return format(values[0], digits)
-    return (
-        f"{format(statistics.mean(values), digits)} ± {format(statistics.stdev(values), digits)}"
-        f" [{format(min(values), digits)}, {format(max(values), digits)}]"
-    )
+def _spread(values: list[float]) -> str:
+    """``mean ± std [min, max]`` to 3 significant digits (``spread.format_spread``)."""
+    return format_spread(values, ".3g", with_range=True)
+
+
+def _steps_spread(values: list[float]) -> str:
+    """``mean ± std [min, max]`` of step counts, as whole numbers."""
+    return format_spread(values, ".0f", with_range=True)
 
 
 def render_table(records: list[Record]) -> str:
@@ -99,8 +98,8 @@ def render_table(records: list[Record]) -> str:
         running = sum(not r.get("finished") for r in group)
         lines.append(
             f"| {model} | {steps} | {len(group)}{f' ({running} running)' if running else ''} "
-            f"| {len(learned)} of {len(group)} | {_spread(learned, '.0f')} "
-            f"| {len(kept)} of {len(group)} | {_spread(kept, '.0f')} "
+            f"| {len(learned)} of {len(group)} | {_steps_spread(learned)} "
+            f"| {len(kept)} of {len(group)} | {_steps_spread(kept)} "
             f"| ~{PAPER_LEARNING_STARTS[model]} | {_spread(finals)} |"
         )
     finished = [r for r in records if r.get("generalisation")]

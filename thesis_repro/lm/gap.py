@@ -26,6 +26,7 @@ from thesis_repro.lm.config import (
 )
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import Record, failed_note, load_records, produced_by, split_failed
+from thesis_repro.spread import format_spread
 
 #: Per factor: seed -> (order, prefix) -> test perplexity.
 Paired = dict[str, dict[int, dict[tuple[int, int], float]]]
@@ -54,15 +55,6 @@ def gaps(by_seed: dict[int, dict[tuple[int, int], float]]) -> dict[int, float]:
     return {s: 1 - m[(5, 5)] / m[(5, 0)] for s, m in sorted(by_seed.items()) if len(m) == 2}
 
 
-def _mean_std(values: list[float], digits: int = 1, scale: float = 1.0) -> str:
-    if not values:
-        return "–"
-    mean = scale * float(np.mean(values))
-    if len(values) == 1:
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {scale * float(np.std(values, ddof=1)):.{digits}f}"
-
-
 def _row(factor: Factor, scores: Paired, runs: dict[str, list[Record]]) -> str:
     by_seed = scores.get(factor.name, {})
     plain = [m[(5, 0)] for m in by_seed.values() if (5, 0) in m]
@@ -75,9 +67,9 @@ def _row(factor: Factor, scores: Paired, runs: dict[str, list[Record]]) -> str:
         f"{factor.name}: {factor.label}",
         ", ".join(f"{v:,}" for v in vocab) or "–",
         ", ".join(f"{u} %" for u in unk) or "–",
-        _mean_std(plain),
-        _mean_std(attention),
-        _mean_std(list(paired.values()), 1, 100.0) + (" %" if paired else ""),
+        format_spread(plain, ".1f"),
+        format_spread(attention, ".1f"),
+        format_spread(list(paired.values()), ".1f", scale=100.0) + (" %" if paired else ""),
         f"{len(paired)} / {sum(1 for r in records if r['finished'])} of {len(records)}",
     ]
     return "| " + " | ".join(cells) + " |"

@@ -46,6 +46,7 @@ from thesis_repro.lm.gap import report_gap
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import Record, failed_note, load_records, produced_by, split_failed
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
+from thesis_repro.spread import format_spread, mean_std
 
 _GROUP_IGNORES = ("order", "prefix", "seed", "min_prefix", "position_aware")
 
@@ -76,16 +77,6 @@ def _groups(records: list[Record]) -> dict[str, list[dict]]:
         key = json.dumps({k: v for k, v in record["config"].items() if k not in _GROUP_IGNORES})
         groups.setdefault(key, []).append(record)
     return groups
-
-
-def _mean_std(values: list[float]) -> tuple[float, float | None]:
-    """Mean and sample standard deviation (ddof = 1; None for a single value)."""
-    array = np.asarray(values, dtype=float)
-    return float(array.mean()), (float(array.std(ddof=1)) if len(array) > 1 else None)
-
-
-def _fmt(mean: float, std: float | None) -> str:
-    return f"{mean:.2f} ± {std:.2f}" if std is not None else f"{mean:.2f}"
 
 
 def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
@@ -128,16 +119,16 @@ def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
         }
         base = finished.get((5, 0, 0, "none"))
         references = [_scores(finished.get((order, 0, 0, "none"), []), "test") for order in (5, 10)]
-        base_mean = _mean_std([r["summary"]["test_perplexity"] for r in base])[0] if base else None
+        base_mean = mean_std([r["summary"]["test_perplexity"] for r in base])[0] if base else None
         paper = spec.paper if spec else {}
         for key in models:
             label = model_label(*key)
             done = finished[key]
             started = [r for r in group if _model_key(r["config"]) == key]
             if done:
-                mean, std = _mean_std([r["summary"]["test_perplexity"] for r in done])
-                ours = _fmt(mean, std)
-                valid = _fmt(*_mean_std([r["summary"]["final_valid_perplexity"] for r in done]))
+                tests = [r["summary"]["test_perplexity"] for r in done]
+                mean, ours = mean_std(tests)[0], format_spread(tests)
+                valid = format_spread([r["summary"]["final_valid_perplexity"] for r in done])
                 ratio = f"{mean / base_mean:.3f}" if base_mean else "–"
             else:
                 ours, valid, ratio = "–", "–", "–"
@@ -280,7 +271,7 @@ def _paired_difference(ours: dict[int, float], theirs: dict[int, float]) -> str:
     seeds = sorted(set(ours) & set(theirs))
     if not seeds:
         return "–"
-    return _fmt(*_mean_std([ours[s] - theirs[s] for s in seeds])) + (
+    return format_spread([ours[s] - theirs[s] for s in seeds]) + (
         f" ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})" if len(seeds) < len(ours) else ""
     )
 
@@ -290,7 +281,7 @@ def _cell(runs: list[Record], column: str) -> str:
     if not values:
         return "–"
     finished = sum(1 for r in runs if r.get("finished"))
-    return _fmt(*_mean_std(values)) + (
+    return format_spread(values) + (
         f" ({len(values)}/{finished})" if len(values) < finished else ""
     )
 
