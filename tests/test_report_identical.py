@@ -16,6 +16,8 @@ from thesis_repro.report import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 # Lines that depend on when and where the report is rendered, not on the records.
+# What the records' folders hold beside records and tables (models, checkpoints, run locks).
+IGNORED = ("*.keras", "checkpoints", "*.lock")
 VOLATILE = re.compile(r"^(Generated \d{4}-\d\d-\d\d \d\d:\d\d |- Rendered with: )")
 
 
@@ -34,7 +36,9 @@ def rendered(tmp_path_factory):
         pytest.skip("no committed records in this checkout")
     out = tmp_path_factory.mktemp("render")
     shutil.copy(ROOT / "README.md", out / "README.md")
-    write_report(ROOT / "results", out / "figures", out / "REPORT.md", out / "README.md")
+    # A copy of the records: rendering also writes each table's table.md beside its records.
+    shutil.copytree(ROOT / "results", out / "results", ignore=shutil.ignore_patterns(*IGNORED))
+    write_report(out / "results", out / "figures", out / "REPORT.md", out / "README.md")
     return out
 
 
