@@ -21,6 +21,12 @@ measures
   both). 100% would mean the update costs no more than its matmuls. A 2048^3 matmul gives the
   machine's peak for comparison.
 
+Last, the floor a single run cannot go below on any device: Keras's own time per update in
+``fit`` (its loop, callbacks, the batch built on the host), measured on a model so small (V = 50,
+batch 8) that its compute is negligible, with our training callbacks (which make Keras read
+the loss after every call) and 1 or 16 updates per compiled call (``steps_per_execution``, the
+default on an accelerator: ``settings.steps_per_execution``).
+
 The variants and the matmul-only function run interleaved, round by round, so a background
 load (or this virtual machine's varying speed) hits them alike; the table shows the best and the
 median round.
@@ -42,6 +48,7 @@ from keras import ops
 
 from thesis_repro.lm import RunConfig, build_model
 from thesis_repro.lm.batches import TrainBatches, window_inputs
+from thesis_repro.training import set_steps_per_execution
 
 BATCH, EMBEDDING, HIDDEN, ORDER = 1000, 100, 200, 5
 MODELS = {"5-gram": 0, "5-gram + 5": 5}  # label -> prefix
@@ -124,6 +131,35 @@ def model_for(prefix: int, vocab: int, jit: bool) -> keras.Model:
     """The compiled model ``python -m thesis_repro.lm --prefix {prefix}`` trains."""
     config = RunConfig(corpus="bench", table="runs", preset="cpu", order=ORDER, prefix=prefix)
     return build_model(config, vocab, jit)
+
+
+class _EveryCall(keras.callbacks.Callback):
+    """Reads the loss after every compiled call, as ``training.FailOnNonFiniteLoss`` does."""
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        float((logs or {}).get("loss", 0.0))
+
+
+def fit_overhead_ms(updates_per_call: int, updates: int = 960, rounds: int = 3) -> float:
+    """Milliseconds per update of ``fit`` on a model with negligible compute (V = 50, batch 8):
+    Keras's loop, the callbacks and the host's batches (best of ``rounds``)."""
+    vocab, batch = 50, 8
+    tokens = np.random.default_rng(0).integers(0, vocab, 20_000).astype(np.int32)
+    targets = np.arange(ORDER + 5, len(tokens))
+    config = RunConfig(
+        corpus="bench", table="runs", preset="cpu", order=ORDER, prefix=5, batch_size=batch
+    )
+    keras.utils.set_random_seed(0)
+    model = build_model(config, vocab, True)
+    set_steps_per_execution(model, updates, updates_per_call)
+    best = float("inf")
+    for index in range(rounds + 1):  # the first round compiles
+        data = TrainBatches(tokens, targets, ORDER, 5, batch, seed=index, first_epoch=0, epochs=1)
+        start = time.perf_counter()
+        model.fit(data, steps_per_epoch=updates, verbose=0, shuffle=False, callbacks=[_EveryCall()])
+        if index:
+            best = min(best, (time.perf_counter() - start) / updates)
+    return 1000 * best
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -216,6 +252,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{BATCH / best:,.0f} | {fit} | {1000 * alone:.1f} ({flops / alone / 1e9:.0f} "
             f"GFLOP/s) | {100 * alone / best:.0f}% | {1000 * min(input_times[label]):.2f} |"
         )
+    print()
+    print("Keras's own time per update in fit (V = 50, batch 8: negligible compute):")
+    for per_call in (1, 16):
+        print(f"- {per_call} update(s) per compiled call: {fit_overhead_ms(per_call):.3f} ms")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from thesis_repro.lm.model import (
     prefix_attention,
 )
 from thesis_repro.records import RunRecord
-from thesis_repro.training import checkpoint_path, inverse_time_schedule
+from thesis_repro.settings import STEPS_PER_EXECUTION_ENV
+from thesis_repro.training import checkpoint_path, inverse_time_schedule, set_steps_per_execution
 
 ROOT = Path(__file__).resolve().parents[1]
 V, S, H = 40, 6, 7  # small vocabulary, embedding and hidden sizes for the maths tests
@@ -682,3 +683,48 @@ def test_kill_in_the_middle_of_an_epoch_then_resume_equals_an_uninterrupted_run(
             assert x[key] == pytest.approx(y[key], rel=1e-5), (key, x, y)
     assert a["summary"]["test_perplexity"] == pytest.approx(b["summary"]["test_perplexity"], 1e-6)
     assert not list(killed.rglob("*-partial.keras")), "the partial checkpoint is removed"
+
+
+def test_steps_per_execution_divides_the_epoch() -> None:
+    """``set_steps_per_execution`` takes the largest divisor of the epoch's updates not above
+    the limit (Keras runs whole calls, which must not run past the epoch's end)."""
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    chosen = {
+        (updates, most): set_steps_per_execution(model, updates, most)
+        for updates, most in [(857, 16), (5999, 16), (5142, 16), (48, 16), (10, 1), (3, 16)]
+    }
+    assert chosen == {
+        (857, 16): 1,  # prime
+        (5999, 16): 7,  # 7 x 857: the paper preset's epoch
+        (5142, 16): 6,
+        (48, 16): 16,
+        (10, 1): 1,
+        (3, 16): 3,
+    }
+    assert model.steps_per_execution == 3
+
+
+def test_steps_per_execution_trains_the_same_updates(tmp_path: Path, monkeypatch) -> None:
+    """Several updates per compiled call (``$THESIS_REPRO_STEPS_PER_EXECUTION``, the default on
+    an accelerator) run the same updates in the same order: the same record within float
+    rounding, and the same number of updates per epoch."""
+    source = lm.resolve_corpus(None, "synthetic", None)
+    config = lm.make_config(source, "smoke", "runs", 5, 5)
+    records = {}
+    for most in ("1", "8"):
+        monkeypatch.setenv(STEPS_PER_EXECUTION_ENV, most)
+        records[most] = lm.run(config, source, tmp_path / most, verbose=0)
+        path = lm.final_model_path(lm.record_path(config, tmp_path / most))
+        model = keras.saving.load_model(path)
+        train_words = records[most]["corpus"]["words"]["train"]
+        per_epoch = (train_words - config.first_target) // config.batch_size
+        assert int(model.optimizer.iterations.numpy()) == config.epochs * per_epoch
+    one, many = records["1"], records["8"]
+    assert one["steps_per_execution"] == 1 and many["steps_per_execution"] > 1
+    for a, b in zip(one["epochs"], many["epochs"], strict=True):
+        for key in ("train_loss", "valid_perplexity"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5), (key, a, b)
+    assert one["summary"]["test_perplexity"] == pytest.approx(
+        many["summary"]["test_perplexity"], rel=1e-5
+    )

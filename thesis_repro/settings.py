@@ -6,6 +6,8 @@
 ``THESIS_REPRO_DATA``              folder of the real corpora (``eltec-pol/``, ``ptb/``)
 ``THESIS_REPRO_CACHE``             prepared-corpus cache (default ``~/.cache/thesis_repro``)
 ``THESIS_REPRO_CHECKPOINT_SECONDS``  seconds between mid-epoch checkpoints (default 300)
+``THESIS_REPRO_STEPS_PER_EXECUTION``  most updates per compiled call in LM training (default:
+                                   1 on a CPU, 16 on an accelerator; ``training.fit_steps``)
 ``THESIS_REPRO_COMMAND``           set for the workers of ``--jobs``: the command the user typed
 ``THESIS_REPRO_SHOW_IMPORT_LOGS``  ``1``: show the backends' native start-up logs
 =================================  ============================================================
@@ -21,6 +23,7 @@ RUNS_ENV = "THESIS_REPRO_RUNS"
 DATA_ENV = "THESIS_REPRO_DATA"
 CACHE_ENV = "THESIS_REPRO_CACHE"
 CHECKPOINT_SECONDS_ENV = "THESIS_REPRO_CHECKPOINT_SECONDS"
+STEPS_PER_EXECUTION_ENV = "THESIS_REPRO_STEPS_PER_EXECUTION"
 COMMAND_ENV = "THESIS_REPRO_COMMAND"
 SHOW_IMPORT_LOGS_ENV = "THESIS_REPRO_SHOW_IMPORT_LOGS"
 
@@ -35,6 +38,26 @@ REPORT_PATH = Path("REPORT.md")
 README_PATH = Path("README.md")
 #: Seconds between mid-epoch checkpoints (``training.MidEpochCheckpoint``).
 CHECKPOINT_SECONDS = float(os.environ.get(CHECKPOINT_SECONDS_ENV, 300))
+
+
+#: Most updates Keras runs per compiled call (``steps_per_execution``) on an accelerator.
+ACCELERATOR_STEPS_PER_EXECUTION = 16
+
+
+def steps_per_execution(device: str) -> int:
+    """``$THESIS_REPRO_STEPS_PER_EXECUTION`` if set, else 1 on a CPU (the update's compute
+    dwarfs Keras's per-update overhead) and ``ACCELERATOR_STEPS_PER_EXECUTION`` on an
+    accelerator (where it does not: the host would wait on the device after every update)."""
+    env = os.environ.get(STEPS_PER_EXECUTION_ENV)
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise ValueError(f"{STEPS_PER_EXECUTION_ENV} must be a whole number >= 1, got {env!r}")
+        return value
+    return 1 if device == "cpu" else ACCELERATOR_STEPS_PER_EXECUTION
 
 
 def data_dir() -> str | None:

@@ -241,6 +241,21 @@ def _finite(value: Any) -> bool:
         return True  # not a number: nothing to judge
 
 
+def set_steps_per_execution(model: keras.Model, updates: int, most: int) -> int:
+    """Let Keras run up to ``most`` updates per compiled call (``steps_per_execution``), so the
+    host queues updates instead of waiting on the device after each; returns the ``k`` chosen:
+    the largest divisor of ``updates`` (one ``fit`` epoch) not above ``most``. Keras runs whole
+    calls of ``k`` updates, so a ``k`` that did not divide the epoch would train past its end
+    into the next epoch's batches (a dataset spanning all epochs, as ``lm.TrainBatches``). The
+    updates and their order are those of ``k = 1``; callbacks see every ``k``-th update only."""
+    k = max(d for d in range(1, max(1, min(most, updates)) + 1) if updates % d == 0)
+    if getattr(model, "steps_per_execution", 1) != k:
+        model.steps_per_execution = k
+        model.make_train_function(force=True)
+        model.make_test_function(force=True)
+    return k
+
+
 class FailOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
     """Stop at the first update whose training loss is NaN or infinite; record the run failed.
 
@@ -250,6 +265,8 @@ class FailOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
     ``failed = {"reason": "<what> became nan at update 137", "step": 137}``. Like
     ``TerminateOnNaN`` it reads the loss after every update, which keeps Keras's batch callbacks
     synchronous (under JAX, stopping from Keras's asynchronous callback thread is not safe).
+    With ``steps_per_execution`` k > 1 it sees the loss after every k-th update, and the update
+    it names is the last of its k (the loss became non-finite at most k - 1 updates earlier).
     """
 
     def __init__(

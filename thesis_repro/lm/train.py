@@ -31,7 +31,7 @@ from thesis_repro.lm.evaluate import distance_summary, eval_prefix_scores, evalu
 from thesis_repro.lm.model import build_model
 from thesis_repro.records import RunRecord, compute_device
 from thesis_repro.runner import walk_grid
-from thesis_repro.settings import RESULTS_DIR
+from thesis_repro.settings import RESULTS_DIR, steps_per_execution
 from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
@@ -44,6 +44,7 @@ from thesis_repro.training import (
     resume_partial,
     save_model_atomic,
     set_seed,
+    set_steps_per_execution,
 )
 
 
@@ -149,10 +150,15 @@ def run(
             ),
         }
 
+    most_per_execution = steps_per_execution(compute_device()["device"])
+
     def train(data: TrainBatches) -> None:
         """``fit`` over ``data``'s epochs; a ``data.first_step`` > 0 makes its one epoch the
         rest of an interrupted epoch."""
         first_step = data.first_step
+        record.data["steps_per_execution"] = set_steps_per_execution(
+            model, data.steps_per_epoch - first_step, most_per_execution
+        )
         model.fit(
             data,
             epochs=data.epochs,
