@@ -7,7 +7,8 @@
 ``THESIS_REPRO_CACHE``             prepared-corpus cache (default ``~/.cache/thesis_repro``)
 ``THESIS_REPRO_CHECKPOINT_SECONDS``  seconds between mid-epoch checkpoints (default 300)
 ``THESIS_REPRO_STEPS_PER_EXECUTION``  most updates per compiled call in LM training (default:
-                                   1 on a CPU, 16 on an accelerator; ``training.fit_steps``)
+                                   1 on a CPU, 16 on an accelerator;
+                                   ``training.set_steps_per_execution``)
 ``THESIS_REPRO_COMMAND``           set for the workers of ``--jobs``: the command the user typed
 ``THESIS_REPRO_SHOW_IMPORT_LOGS``  ``1``: show the backends' native start-up logs
 =================================  ============================================================
