@@ -340,3 +340,19 @@ def test_addition_generalisation_figure_takes_runs_with_other_lengths(tmp_path: 
     ]
     path = addition.render_generalisation_figure(records, tmp_path / "g.pdf")
     assert path is not None and path.exists()
+
+
+@pytest.mark.parametrize("package", ["ffattention", "addition"])
+@pytest.mark.parametrize("command", ["run", "grid", "report"])
+def test_shared_options_go_before_or_after_the_subcommand(package: str, command: str) -> None:
+    """``--results``/``--figures``/``--verbose`` work on either side of the subcommand (as the
+    LM's command line takes them); after it wins over before it."""
+    parser = {"ffattention": ffattention_cli, "addition": addition_cli}[package].build_parser()
+    after = parser.parse_args([command, "--results", "A", "--figures", "F", "--verbose", "2"])
+    before = parser.parse_args(["--results", "A", "--figures", "F", "--verbose", "2", command])
+    both = parser.parse_args(["--results", "B", command, "--results", "A"])
+    unset = parser.parse_args([command])
+    for args in (after, before):
+        assert (args.results, args.figures, args.verbose) == (Path("A"), Path("F"), 2)
+    assert both.results == Path("A")
+    assert unset.results is None and unset.verbose == 1 and unset.figures == Path("figures")

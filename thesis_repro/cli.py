@@ -125,6 +125,35 @@ def add_verbose_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def accept_shared_options_after(*subcommands: argparse.ArgumentParser) -> None:
+    """Let ``--results``, ``--figures`` and ``--verbose`` (options of the experiment's parser)
+    also follow a subcommand: ``python -m thesis_repro.ffattention run --results X`` as well as
+    ``... --results X run``, as the LM's subcommands take them. Given in both places, the one
+    after the subcommand wins."""
+    for parser in subcommands:
+        group = parser.add_argument_group("shared options (also accepted before the subcommand)")
+        group.add_argument(
+            "--results",
+            type=Path,
+            default=argparse.SUPPRESS,
+            help=f"directory for the JSON records (default: {RUNS_DIR}/ for a single run, "
+            f"{RESULTS_DIR}/ for grids and reports)",
+        )
+        group.add_argument(
+            "--figures",
+            type=Path,
+            default=argparse.SUPPRESS,
+            help=f"directory for figure PDFs (default: {FIGURES_DIR})",
+        )
+        group.add_argument(
+            "--verbose",
+            type=int,
+            choices=(0, 1, 2),
+            default=argparse.SUPPRESS,
+            help="Keras progress: 1 = bar per epoch (default), 2 = one line per epoch, 0 = silent",
+        )
+
+
 def experiment_parser(prog: str, doc: str, presets: Mapping[str, Any]) -> argparse.ArgumentParser:
     """A :class:`Parser` with ``--results``, ``--figures`` and ``--verbose``, and the presets as
     epilog.

@@ -11,6 +11,7 @@ from thesis_repro.addition.config import MIN_LENGTH, MODELS, PRESETS, RunConfig,
 from thesis_repro.addition.report import report
 from thesis_repro.addition.train import run
 from thesis_repro.cli import (
+    accept_shared_options_after,
     experiment_parser,
     int_at_least,
     positive_float,
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="only the runs of this preset (default: every record under <results>/addition)",
     )
+    accept_shared_options_after(one, grid, rep)
     return parser
 
 

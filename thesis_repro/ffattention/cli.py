@@ -6,6 +6,7 @@ import argparse
 import time
 
 from thesis_repro.cli import (
+    accept_shared_options_after,
     experiment_parser,
     int_at_least,
     positive_float,
@@ -93,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_parallel_option(grid)
     add_dtype_policy_option(grid)
 
-    sub.add_parser("report", help="render the table and figure from the records")
+    rep = sub.add_parser("report", help="render the table and figure from the records")
+    accept_shared_options_after(one, grid, rep)
     return parser
 
 
