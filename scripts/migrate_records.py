@@ -21,6 +21,10 @@ What it changes, so that the code reads every record one way and keeps no compat
 3. Raffel & Ellis run configs gain ``dtype_policy`` "float32" (mixed precision came later).
 4. Kneser-Ney records name the command as it is now spelled: ``python -m thesis_repro.lm
    kneser-ney ...`` (it was ``python -m thesis_repro.kneser_ney ...``).
+5. (Run again later on 2026-11-23.) Language-model records of a config off its preset's scale
+   are renamed to the name ``RunConfig.name`` now gives them, which spells the difference out
+   (``cpu-5gram-thesis-seed0-9c049a48`` -> ``cpu-5gram-thesis-ep12-seed0-9c049a48``): item 1's
+   rename, with the same hash.
 """
 
 from __future__ import annotations

@@ -406,7 +406,7 @@ def test_config_overrides_get_their_own_record(tmp_path: Path) -> None:
     base = lm.make_config(source, "smoke", prefix=5)
     longer = lm.make_config(source, "smoke", prefix=5, epochs=3)
     assert lm.record_path(base, tmp_path).name == "smoke-5gram+5-thesis-seed0.json"
-    assert lm.record_path(longer, tmp_path).name.startswith("smoke-5gram+5-thesis-seed0-")
+    assert lm.record_path(longer, tmp_path).name.startswith("smoke-5gram+5-thesis-ep3-seed0-")
     assert lm.record_path(longer, tmp_path) != lm.record_path(base, tmp_path)
 
 

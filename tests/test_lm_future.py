@@ -337,10 +337,10 @@ def future_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _path(root: Path, table: str, model: str) -> Path:
-    """The record of ``model`` (``5gram+5``, ...) under ``table`` (names end in a config hash,
-    as the fixture overrides the epochs)."""
+    """The record of ``model`` (``5gram+5``, ...) under ``table`` (names say the epochs and end
+    in a config hash, as the fixture overrides the epochs)."""
     folder = root / "results" / "lm" / "synthetic" / table
-    (path,) = folder.glob(f"smoke-{model}-thesis-seed0-????????.json")
+    (path,) = folder.glob(f"smoke-{model}-thesis-ep*-seed0-????????.json")
     return path
 
 
@@ -352,7 +352,7 @@ def test_future_grids_end_to_end(future_results: Path) -> None:
     folder = future_results / "results" / "lm" / "synthetic"
     models = {
         table: sorted(
-            re.fullmatch(r"smoke-(.+)-thesis-seed0-[0-9a-f]{8}\.json", p.name)[1]
+            re.fullmatch(r"smoke-(.+)-thesis-ep\d+-seed0-[0-9a-f]{8}\.json", p.name)[1]
             for p in (folder / table).glob("*.json")
         )
         for table in ("3.1", "future-prefix", "future-position")

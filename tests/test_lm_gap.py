@@ -83,6 +83,10 @@ def test_gap_runs_are_the_factors_and_reuse_tables_3_1_and_3_2() -> None:
     assert by_name["vocab"].min_count == 2 and by_name["epochs"].epochs == 12
     assert by_name["momentum"].variant == "momentum"
     assert len({lm.record_path(r, Path("/r")) for r in runs}) == len(runs), "one record each"
+    names = {factor: run.name for factor, run in by_name.items()}
+    for factor, part in [("cased", "-cased-"), ("bounded", "-bounded-"), ("vocab", "-min2-")]:
+        assert part in names[factor], names  # the name says what the run changed
+    assert names["epochs"].startswith("cpu-5gram+5-thesis-ep12-seed"), names
     other = lm.make_config(source, "cpu", "3.1", 10, 0)
     assert gap_factor(asdict(other)) is None, "the 10-gram is no gap-study run"
 

@@ -389,7 +389,32 @@ class RunConfig:
             model += "-pos" + {"bias": "bias", "embedding": "emb"}[self.position_aware]
         precision = "" if self.dtype_policy == "float32" else f"-{self.dtype_policy}"
         text = ("" if self.lowercase else "-cased") + ("-bounded" if self.bounded else "")
-        return f"{self.preset}-{model}-{self.variant}{text}{precision}-seed{self.seed}"
+        defaults = preset_config(self)
+        scale = "".join(
+            f"-{code}{_name_value(getattr(self, field))}"
+            for field, code in SCALE_NAME_CODES.items()
+            if getattr(self, field) != getattr(defaults, field)
+        )
+        return f"{self.preset}-{model}-{self.variant}{text}{precision}{scale}-seed{self.seed}"
+
+
+#: How a scale setting that differs from its preset's shows in a run's name (``RunConfig.name``):
+#: ``cpu-5gram-thesis-ep12-seed0`` trains 12 epochs, ``...-min2-...`` at min_count 2.
+SCALE_NAME_CODES = {
+    "epochs": "ep",
+    "max_words": "words",
+    "min_count": "min",
+    "tokenizer": "tok",
+    "batch_size": "batch",
+    "first_target": "first",
+    "embedding_dim": "S",
+    "hidden": "H",
+    "weight_decay": "wd",
+}
+
+
+def _name_value(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def model_label(
@@ -471,7 +496,8 @@ def preset_config(config: RunConfig) -> RunConfig:
 
 def record_path(config: RunConfig, results_dir: Path = RESULTS_DIR) -> Path:
     """``results/lm/<corpus>/<table>/<name>.json``; a config that differs from its preset's
-    defaults (e.g. ``--epochs``) gets a short hash of the config appended to the name."""
+    defaults (e.g. ``--epochs``) names the difference (``-ep12``) and gets a short hash of the
+    config appended to the name."""
     stem = config.name
     if config != preset_config(config):
         digest = hashlib.sha256(json.dumps(config.as_dict(), sort_keys=True).encode()).hexdigest()
