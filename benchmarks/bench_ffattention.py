@@ -18,6 +18,11 @@ enough to stay in a CPU's cache, perhaps too small to fill a GPU); ``--dtype-pol
 every model under that Keras policy (``training.dtype_policy``). Each configuration runs in its
 own process so that peak memory is its own. Sequences have
 lengths in [T0, 1.1 T0] (padded to 1.1 T0), as in the experiment. The epoch time is 1000 steps.
+
+Last, the host's side: milliseconds per training batch generated on the host
+(``training.FreshBatches``, the experiment's own generator) with one thread and with
+``--workers`` look-ahead threads (8 on an accelerator: ``settings.data_workers``). A step
+faster than the host's batch leaves the device waiting for it.
 """
 
 from __future__ import annotations
@@ -78,6 +83,25 @@ def measure(name: str, t0: int, steps: int, chunk: int = 64, policy: str = "floa
     }
 
 
+def host_batch_ms(t0: int, workers: int, batches: int = 24) -> float:
+    """Milliseconds per training batch of the T0 addition run served by ``FreshBatches`` with
+    ``workers`` look-ahead threads (the first batch, which starts the threads, is not timed)."""
+    from thesis_repro.ffattention.config import RunConfig
+    from thesis_repro.ffattention.train import train_batch_fn
+    from thesis_repro.training import FreshBatches
+
+    config = RunConfig("table1", "addition", t0, "attention", 1e-3)
+    data = FreshBatches(train_batch_fn(config), seed=0, steps=batches + 1, workers=workers)
+    try:
+        data[0]
+        start = time.perf_counter()
+        for index in range(1, batches + 1):
+            data[index]
+        return 1000 * (time.perf_counter() - start) / batches
+    finally:
+        data.close()
+
+
 def device_peak_mb() -> float | None:
     """Peak accelerator memory in use by this process (JAX on a GPU; None elsewhere)."""
     import keras
@@ -99,6 +123,9 @@ def main() -> None:
     parser.add_argument("--chunk-sizes", type=int, nargs="+", default=[64])
     parser.add_argument(
         "--dtype-policy", default="float32", choices=("float32", "mixed_bfloat16", "mixed_float16")
+    )
+    parser.add_argument(
+        "--workers", type=int, default=8, help="look-ahead threads timed for the host's batches"
     )
     parser.add_argument("--one", nargs=3, metavar=("CONFIG", "T0", "CHUNK"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -137,6 +164,14 @@ def main() -> None:
         base = same[0]
         for r in same[1:]:
             print(f"  T0={t0}: {r['config']}: x{base['ms_per_step'] / r['ms_per_step']:.2f}")
+    print("\nhost: ms per training batch generated (training.FreshBatches) vs the steps above:")
+    for t0 in args.t0:
+        one, many = host_batch_ms(t0, 1), host_batch_ms(t0, args.workers)
+        fastest = min(r["ms_per_step"] for r in rows if r["t0"] == t0)
+        print(
+            f"  T0={t0}: 1 thread {one:.1f} ms, {args.workers} threads {many:.1f} ms; fastest "
+            f"step {fastest:.1f} ms"
+        )
     print(f"load average during the run: {os.getloadavg()}")
 
 

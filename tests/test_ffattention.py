@@ -161,3 +161,43 @@ def test_mixed_bfloat16_smoke_run_stays_within_two_percent_of_float32(tmp_path):
         "addition-T50-attention-lr0.01-mixed_bfloat16-seed0.json",
         "addition-T50-attention-lr0.01-seed0.json",
     ]
+
+
+def _first_values(batch: tuple) -> np.ndarray:
+    return batch[0]["x"][:, :3, 0]
+
+
+def test_fresh_batches_look_ahead_gives_the_same_batches_in_any_order():
+    """``FreshBatches`` with look-ahead threads serves batch ``k`` = the batch of ``(seed, k)``,
+    whatever the order Keras asks in (TensorFlow first peeks at a few batches, then starts at
+    0), and refuses indices outside the run."""
+    config = ffattention.RunConfig("table1", "addition", 50, "attention", 1e-3)
+    make = ffattention.train.train_batch_fn(config)
+    plain = training.FreshBatches(make, seed=3, steps=12, start_step=100)
+    ahead = training.FreshBatches(make, seed=3, steps=12, start_step=100, workers=3)
+    try:
+        for index in [0, 1, 2, 0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 5]:
+            np.testing.assert_array_equal(_first_values(ahead[index]), _first_values(plain[index]))
+        expected = make(np.random.default_rng([3, 7919, 105]))
+        np.testing.assert_array_equal(_first_values(plain[5]), _first_values(expected))
+        with pytest.raises(IndexError):
+            ahead[12]
+    finally:
+        ahead.close()
+    assert ahead._pool is None and not ahead._pending
+
+
+def test_look_ahead_and_several_updates_per_call_train_the_same_run(tmp_path, monkeypatch):
+    """The accelerator settings (8 generating threads, several updates per compiled call)
+    change how batches reach the device, not which: the same record as on a CPU."""
+    config = ffattention.RunConfig(
+        "table1", "addition", 50, "attention", 3e-3, max_epochs=2, steps_per_epoch=10, test_size=50
+    )
+    plain = ffattention.run(config, tmp_path / "plain", verbose=0)
+    monkeypatch.setenv("THESIS_REPRO_DATA_WORKERS", "4")
+    monkeypatch.setenv("THESIS_REPRO_STEPS_PER_EXECUTION", "5")
+    fast = ffattention.run(config, tmp_path / "fast", verbose=0)
+    assert (plain["steps_per_execution"], fast["steps_per_execution"]) == (1, 5)
+    for a, b in zip(plain["epochs"], fast["epochs"], strict=True):
+        for key in ("train_loss", "test_loss", "test_accuracy"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5), (key, a, b)

@@ -1,17 +1,25 @@
 """Every path and environment variable the package reads, in one place.
 
-=================================  ============================================================
-``THESIS_REPRO_RESULTS``           records of the grids (default ``results/``, committed)
-``THESIS_REPRO_RUNS``              records of single ad-hoc runs (default ``runs/``, git-ignored)
-``THESIS_REPRO_DATA``              folder of the real corpora (``eltec-pol/``, ``ptb/``)
-``THESIS_REPRO_CACHE``             prepared-corpus cache (default ``~/.cache/thesis_repro``)
-``THESIS_REPRO_CHECKPOINT_SECONDS``  seconds between mid-epoch checkpoints (default 300)
-``THESIS_REPRO_STEPS_PER_EXECUTION``  most updates per compiled call in LM training (default:
-                                   1 on a CPU, 16 on an accelerator;
-                                   ``training.set_steps_per_execution``)
-``THESIS_REPRO_COMMAND``           set for the workers of ``--jobs``: the command the user typed
-``THESIS_REPRO_SHOW_IMPORT_LOGS``  ``1``: show the backends' native start-up logs
-=================================  ============================================================
+``THESIS_REPRO_RESULTS``
+    records of the grids (default ``results/``, committed)
+``THESIS_REPRO_RUNS``
+    records of single ad-hoc runs (default ``runs/``, git-ignored)
+``THESIS_REPRO_DATA``
+    folder of the real corpora (``eltec-pol/``, ``ptb/``)
+``THESIS_REPRO_CACHE``
+    prepared-corpus cache (default ``~/.cache/thesis_repro``)
+``THESIS_REPRO_CHECKPOINT_SECONDS``
+    seconds between mid-epoch checkpoints (default 300)
+``THESIS_REPRO_STEPS_PER_EXECUTION``
+    most updates per compiled call in LM and Raffel & Ellis training (default: 1 on a CPU, 16
+    on an accelerator; ``training.set_steps_per_execution``)
+``THESIS_REPRO_DATA_WORKERS``
+    threads generating Raffel & Ellis minibatches ahead of training (default: 1 on a CPU, 8 on
+    an accelerator; ``training.FreshBatches``)
+``THESIS_REPRO_COMMAND``
+    set for the workers of ``--jobs``: the command the user typed
+``THESIS_REPRO_SHOW_IMPORT_LOGS``
+    ``1``: show the backends' native start-up logs
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ DATA_ENV = "THESIS_REPRO_DATA"
 CACHE_ENV = "THESIS_REPRO_CACHE"
 CHECKPOINT_SECONDS_ENV = "THESIS_REPRO_CHECKPOINT_SECONDS"
 STEPS_PER_EXECUTION_ENV = "THESIS_REPRO_STEPS_PER_EXECUTION"
+DATA_WORKERS_ENV = "THESIS_REPRO_DATA_WORKERS"
 COMMAND_ENV = "THESIS_REPRO_COMMAND"
 SHOW_IMPORT_LOGS_ENV = "THESIS_REPRO_SHOW_IMPORT_LOGS"
 
@@ -49,16 +58,32 @@ def steps_per_execution(device: str) -> int:
     """``$THESIS_REPRO_STEPS_PER_EXECUTION`` if set, else 1 on a CPU (the update's compute
     dwarfs Keras's per-update overhead) and ``ACCELERATOR_STEPS_PER_EXECUTION`` on an
     accelerator (where it does not: the host would wait on the device after every update)."""
-    env = os.environ.get(STEPS_PER_EXECUTION_ENV)
-    if env:
+    return _count_setting(STEPS_PER_EXECUTION_ENV, device, ACCELERATOR_STEPS_PER_EXECUTION)
+
+
+#: Threads that generate a Raffel & Ellis run's minibatches on an accelerator.
+ACCELERATOR_DATA_WORKERS = 8
+
+
+def data_workers(device: str) -> int:
+    """``$THESIS_REPRO_DATA_WORKERS`` if set, else 1 on a CPU (its cores are busy training) and
+    ``ACCELERATOR_DATA_WORKERS`` on an accelerator (whose steps are faster than one host thread
+    generates long sequences)."""
+    return _count_setting(DATA_WORKERS_ENV, device, ACCELERATOR_DATA_WORKERS)
+
+
+def _count_setting(env: str, device: str, accelerator: int) -> int:
+    """A whole number >= 1 from ``$env``, else 1 on a CPU and ``accelerator`` elsewhere."""
+    text = os.environ.get(env)
+    if text:
         try:
-            value = int(env)
+            value = int(text)
         except ValueError:
             value = 0
         if value < 1:
-            raise ValueError(f"{STEPS_PER_EXECUTION_ENV} must be a whole number >= 1, got {env!r}")
+            raise ValueError(f"{env} must be a whole number >= 1, got {text!r}")
         return value
-    return 1 if device == "cpu" else ACCELERATOR_STEPS_PER_EXECUTION
+    return 1 if device == "cpu" else accelerator
 
 
 def data_dir() -> str | None:

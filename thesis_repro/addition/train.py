@@ -40,8 +40,8 @@ from thesis_repro.settings import RESULTS_DIR
 from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
+    FreshBatches,
     checkpoint_path,
-    fresh_batches,
     raise_if_failed,
     resume,
     set_seed,
@@ -96,7 +96,7 @@ def pretrain_attention(
         jit_compile=config.jit_compile,
     )
     history = model.fit(
-        fresh_batches(train_batch_fn(config), config.seed + PRETRAIN_STREAM),
+        FreshBatches(train_batch_fn(config), config.seed + PRETRAIN_STREAM, config.pretrain_steps),
         steps_per_epoch=config.pretrain_steps,
         epochs=1,
         callbacks=[FailOnNonFiniteLoss(record, config.pretrain_steps, "pretraining loss")]
@@ -236,7 +236,7 @@ def adopt_shorter_run(
     """Start ``record`` from the furthest checkpoint of the same run with fewer ``steps``.
 
     Training is the same for the first k epochs whatever the total number of steps (Adam with a
-    constant learning rate, batch ``k`` drawn from ``(seed, k)`` by ``fresh_batches``, the same
+    constant learning rate, batch ``k`` drawn from ``(seed, k)`` by ``FreshBatches``, the same
     pretraining), so a 15000-step run continues a finished or interrupted 6000-step run of the
     same configuration: its logged epochs, pretraining statistics and last checkpoint are copied
     (the shorter run's files are left as they are). Returns the adopted run's name, or None.
@@ -323,7 +323,12 @@ def run(
         target = min(target, done + stop_after_epochs)
     if done < target:
         model.fit(
-            fresh_batches(train_batch_fn(config), config.seed, done * config.steps_per_epoch),
+            FreshBatches(
+                train_batch_fn(config),
+                config.seed,
+                steps=(target - done) * config.steps_per_epoch,
+                start_step=done * config.steps_per_epoch,
+            ),
             steps_per_epoch=config.steps_per_epoch,
             epochs=target,
             initial_epoch=done,
@@ -331,7 +336,7 @@ def run(
                 FailOnNonFiniteLoss(record, config.steps_per_epoch),
                 EpochCheckpoint(record, evaluate=lambda m: {}),
             ],
-            shuffle=False,  # (a generator: nothing to shuffle)
+            shuffle=False,  # batch k is batch k
             verbose=verbose,
         )
     raise_if_failed(record)

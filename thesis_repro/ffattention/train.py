@@ -20,18 +20,19 @@ from thesis_repro.ffattention.config import (
     summarize,
 )
 from thesis_repro.ffattention.model import raffel_model
-from thesis_repro.records import RunRecord
-from thesis_repro.settings import RESULTS_DIR
+from thesis_repro.records import RunRecord, compute_device
+from thesis_repro.settings import RESULTS_DIR, data_workers, steps_per_execution
 from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
+    FreshBatches,
     distribution_summary,
     dtype_policy,
-    fresh_batches,
     raise_if_failed,
     remove_checkpoints,
     resume,
     set_seed,
+    set_steps_per_execution,
 )
 
 
@@ -157,15 +158,29 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
         should_stop=lambda scores: scores["test_accuracy"] >= 1.0,
     )
     if done < config.max_epochs and not _solved(record):
-        model.fit(
-            fresh_batches(train_batch_fn(config), config.seed, done * config.steps_per_epoch),
-            steps_per_epoch=config.steps_per_epoch,
-            epochs=config.max_epochs,
-            initial_epoch=done,
-            callbacks=[FailOnNonFiniteLoss(record, config.steps_per_epoch), callback],
-            shuffle=False,  # (a generator: nothing to shuffle)
-            verbose=verbose,
+        device = compute_device()["device"]
+        record.data["steps_per_execution"] = set_steps_per_execution(
+            model, config.steps_per_epoch, steps_per_execution(device)
         )
+        batches = FreshBatches(
+            train_batch_fn(config),
+            config.seed,
+            steps=(config.max_epochs - done) * config.steps_per_epoch,
+            start_step=done * config.steps_per_epoch,
+            workers=data_workers(device),
+        )
+        try:
+            model.fit(
+                batches,
+                steps_per_epoch=config.steps_per_epoch,
+                epochs=config.max_epochs,
+                initial_epoch=done,
+                callbacks=[FailOnNonFiniteLoss(record, config.steps_per_epoch), callback],
+                shuffle=False,  # batch k is batch k
+                verbose=verbose,
+            )
+        finally:
+            batches.close()
     raise_if_failed(record)
     record.finish(**summarize(record.data["epochs"]))
     remove_checkpoints(record)
