@@ -297,8 +297,9 @@ def set_steps_per_execution(model: keras.Model, updates: int, most: int) -> int:
     k = max(d for d in range(1, max(1, min(most, updates)) + 1) if updates % d == 0)
     if getattr(model, "steps_per_execution", 1) != k:
         model.steps_per_execution = k
-        model.make_train_function(force=True)
+        model.make_train_function(force=True)  # each built for one k
         model.make_test_function(force=True)
+        model.make_predict_function(force=True)
     return k
 
 
