@@ -356,3 +356,35 @@ def test_shared_options_go_before_or_after_the_subcommand(package: str, command:
         assert (args.results, args.figures, args.verbose) == (Path("A"), Path("F"), 2)
     assert both.results == Path("A")
     assert unset.results is None and unset.verbose == 1 and unset.figures == Path("figures")
+
+
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("THESIS_REPRO_STEPS_PER_EXECUTION", "0"),
+        ("THESIS_REPRO_DATA_WORKERS", "many"),
+        ("THESIS_REPRO_CHECKPOINT_SECONDS", "-5"),
+    ],
+)
+@pytest.mark.parametrize(
+    "main,argv",
+    [
+        (lm_cli.main, ["--preset", "smoke"]),
+        (ffattention_cli.main, ["run"]),
+        (addition_cli.main, ["run"]),
+        (top.main, ["report"]),
+    ],
+)
+def test_unusable_environment_settings_end_like_bad_arguments(
+    monkeypatch, capsys, tmp_path, variable, value, main, argv
+) -> None:
+    """A bad value in one of ``settings``' environment variables stops every command line
+    before it starts work: one ``error:`` line naming the variable, exit status 2, no files."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {variable} must be") and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []

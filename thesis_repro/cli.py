@@ -15,7 +15,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR, RUNS_DIR
+from thesis_repro.settings import (
+    FIGURES_DIR,
+    RESULTS_DIR,
+    RUNS_DIR,
+    SettingError,
+    check_environment,
+)
 
 #: Largest seed: Keras seeds NumPy's legacy generator, which takes 0 .. 2**32 - 1.
 MAX_SEED = 2**32 - 1
@@ -27,6 +33,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+    def parse_args(self, *args: Any, **kwargs: Any) -> argparse.Namespace:  # type: ignore[override]
+        """The arguments, once the environment's settings are known to be usable
+        (``settings.check_environment``): a bad one ends like a bad argument."""
+        parsed = super().parse_args(*args, **kwargs)
+        try:
+            check_environment()
+        except SettingError as error:
+            self.error(str(error))
+        return parsed
 
 
 def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:

@@ -47,7 +47,26 @@ FIGURES_DIR = Path("figures")
 REPORT_PATH = Path("REPORT.md")
 README_PATH = Path("README.md")
 #: Seconds between mid-epoch checkpoints (``training.MidEpochCheckpoint``).
-CHECKPOINT_SECONDS = float(os.environ.get(CHECKPOINT_SECONDS_ENV, 300))
+DEFAULT_CHECKPOINT_SECONDS = 300.0
+
+
+class SettingError(ValueError):
+    """An environment variable of this list holds a value the package cannot use (the command
+    lines print it as ``error: ...``: ``check_environment``)."""
+
+
+def checkpoint_seconds() -> float:
+    """``$THESIS_REPRO_CHECKPOINT_SECONDS`` (a number > 0), else 300."""
+    text = os.environ.get(CHECKPOINT_SECONDS_ENV)
+    if not text:
+        return DEFAULT_CHECKPOINT_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise SettingError(f"{CHECKPOINT_SECONDS_ENV} must be seconds > 0, got {text!r}")
+    return value
 
 
 #: Most updates Keras runs per compiled call (``steps_per_execution``) on an accelerator.
@@ -81,9 +100,17 @@ def _count_setting(env: str, device: str, accelerator: int) -> int:
         except ValueError:
             value = 0
         if value < 1:
-            raise ValueError(f"{env} must be a whole number >= 1, got {text!r}")
+            raise SettingError(f"{env} must be a whole number >= 1, got {text!r}")
         return value
     return 1 if device == "cpu" else accelerator
+
+
+def check_environment() -> None:
+    """Raise ``SettingError`` for the first environment variable above with an unusable value
+    (called by every command line before it starts work)."""
+    checkpoint_seconds()
+    steps_per_execution("cpu")
+    data_workers("cpu")
 
 
 def data_dir() -> str | None:

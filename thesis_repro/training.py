@@ -28,7 +28,7 @@ import numpy as np
 
 from thesis_repro.files import atomic_path
 from thesis_repro.records import RunFailed, RunRecord
-from thesis_repro.settings import CHECKPOINT_SECONDS
+from thesis_repro.settings import checkpoint_seconds
 
 BatchFn = Callable[[np.random.Generator], tuple[Any, Any]]
 
@@ -223,10 +223,11 @@ class MidEpochCheckpoint(keras.callbacks.Callback):
     """
 
     def __init__(
-        self, record: RunRecord, seconds: float = CHECKPOINT_SECONDS, first_step: int = 0
+        self, record: RunRecord, seconds: float | None = None, first_step: int = 0
     ) -> None:
         super().__init__()
-        self.record, self.seconds = record, seconds
+        self.record = record
+        self.seconds = checkpoint_seconds() if seconds is None else seconds
         self._offset, self._epoch = first_step, 0
         self._last = time.time()
 
