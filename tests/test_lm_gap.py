@@ -133,9 +133,10 @@ def test_gap_table_pairs_by_seed() -> None:
     text = render_gap_table(records)
     ours = next(line for line in text.splitlines() if line.startswith("| ours"))
     # gaps 1 % and 3 %: mean 2.0, sample std 1.4
-    assert "| 2.0 ± 1.4 % | 2 / 5 of 5 |" in ours and "150.0 ± 50.0" in ours
+    assert "| 2.0 ± 1.4 % | – | 2 / 5 of 5 |" in ours and "150.0 ± 50.0" in ours
     cased = next(line for line in text.splitlines() if line.startswith("| cased"))
-    assert "| 20.0 % | 1 / 2 of 2 |" in cased
+    assert "| 20.0 % | 19.00 pp (1) | 1 / 2 of 2 |" in cased  # seed 0: 20 % against ours' 1 %
+    assert "| 2.0 ± 1.4 % | – |" in ours
     assert f"{100 * THESIS_GAP:.1f} %" in text and "| bounded" in text
 
 
