@@ -154,7 +154,14 @@ def ffattention_cells() -> list[nbformat.NotebookNode]:
             display(Markdown(ffattention.render_table(records)))
             """
         ),
-        code('show(ffattention.render_figure(records, SCRATCH / "ffattention_accuracy.png"))'),
+        code(
+            """
+            # One figure per preset: a `cpu` run and a `paper` run of a cell are never mixed.
+            for preset in ffattention.presets_of(records):
+                group = [r for r in records if r["config"]["preset"] == preset]
+                show(ffattention.render_figure(group, SCRATCH / f"ffattention_accuracy_{preset}.png"))
+            """
+        ),
         md(
             """
             ### One record

@@ -2,7 +2,7 @@
 
     python scripts/migrate_records.py results/   # run on 2026-11-23 (three times, as fields
                                                  # came with the gap study and FF mixed
-                                                 # precision); idempotent
+                                                 # precision) and 2026-11-24; idempotent
 
 What it changes, so that the code reads every record one way and keeps no compatibility branch:
 
@@ -25,6 +25,10 @@ What it changes, so that the code reads every record one way and keeps no compat
    are renamed to the name ``RunConfig.name`` now gives them, which spells the difference out
    (``cpu-5gram-thesis-seed0-9c049a48`` -> ``cpu-5gram-thesis-ep12-seed0-9c049a48``): item 1's
    rename, with the same hash.
+6. (Run on 2026-11-24.) Raffel & Ellis run configs gain ``preset``, read from the grid command
+   that produced them (``... grid --preset cpu``; a record of a single ``run`` gets "custom"),
+   and are renamed to ``<preset>-<name>``: a ``paper`` run of a cell had the same name as its
+   ``cpu`` run (epoch cap 100 against 10) and could not be written beside it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from thesis_repro.ffattention import config as ffattention_config
+from thesis_repro.ffattention.train import record_path as ffattention_record_path
 from thesis_repro.files import write_json_atomic
 from thesis_repro.lm.config import RunConfig, record_path
 from thesis_repro.records import load_record
@@ -68,6 +74,21 @@ def migrate_lm(path: Path, record: dict, results_dir: Path) -> Path:
     return wanted
 
 
+def migrate_ffattention(path: Path, record: dict, results_dir: Path) -> Path:
+    """Item 6; returns the record's (possibly new) path."""
+    if "preset" not in record["config"]:
+        words = record.get("command", "").split()
+        preset = words[words.index("--preset") + 1] if "--preset" in words else None
+        record["config"]["preset"] = preset or ffattention_config.CUSTOM
+    config = ffattention_config.RunConfig(**record["config"])
+    wanted = ffattention_record_path(config, results_dir)
+    if wanted.name == path.name:
+        return path
+    path.rename(wanted)
+    print(f"renamed {path} -> {wanted.name}")
+    return wanted
+
+
 def migrate_hardware(record: dict) -> None:
     """Item 2."""
     hardware = record.setdefault("hardware", {})
@@ -90,6 +111,8 @@ def main(results_dir: Path) -> int:
         later = {"kneser-ney": KN_LATER_FIELDS, "ffattention": FFATTENTION_LATER_FIELDS}
         for field, value in later.get(path.relative_to(results_dir).parts[0], {}).items():
             record["config"].setdefault(field, value)
+        if path.relative_to(results_dir).parts[0] == "ffattention":
+            path = migrate_ffattention(path, record, results_dir)
         migrate_hardware(record)
         command = record.get("command", "")
         if command.startswith(OLD_KN_COMMAND + " ") or command == OLD_KN_COMMAND:

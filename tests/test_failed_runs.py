@@ -121,7 +121,7 @@ def test_ffattention_diverging_run_fails_and_is_left_out(
     results, figures = tmp_path / "results", tmp_path / "figures"
     common = ["--results", str(results), "--figures", str(figures), "--verbose", "0"]
     assert ffattention_cli.main([*common, *FF_RUN]) == 1
-    name = "addition-T50-attention-lr1e+06-seed0"
+    name = "custom-addition-T50-attention-lr1e+06-seed0"
     one_error_line(capsys.readouterr().err, name, "failed: loss became", "delete")
     path = results / "ffattention" / "table1" / f"{name}.json"
     record = json.loads(path.read_text())
@@ -164,7 +164,7 @@ def test_ffattention_grid_goes_on_after_a_failed_run(
         p.stem: json.loads(p.read_text()) for p in (tmp_path / "ffattention").rglob("*.json")
     }
     failed = sorted(name for name, record in records.items() if record.get("failed"))
-    assert "addition-T50-attention-lr1e+06-seed0" in failed and len(records) == 4
+    assert "diverge-addition-T50-attention-lr1e+06-seed0" in failed and len(records) == 4
     assert code == 1
     one_error_line(captured.err, f"{len(failed)} of 4 runs failed", *failed)
     assert captured.out.count("[failed]") == len(failed)

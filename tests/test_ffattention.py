@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -55,7 +56,7 @@ def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
     results, figures = tmp_path / "results", tmp_path / "figures"
     run_grid(ffattention.EXPERIMENT, ffattention.runs("smoke"), results, verbose=0)
     records = sorted((results / "ffattention").rglob("*.json"))
-    expected = len(ffattention.preset_runs(ffattention.PRESETS["smoke"]))
+    expected = len(ffattention.preset_runs(ffattention.PRESETS["smoke"], "smoke"))
     assert len(records) == expected
     first = json.loads(records[0].read_text())
     assert first["finished"] and first["epochs"] and "tensorflow" in first["versions"]
@@ -68,7 +69,7 @@ def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
 
     table = ffattention.report(results, figures)
     assert "addition, attention" in table and "Temporal order" in table
-    assert (figures / "ffattention_accuracy.pdf").stat().st_size > 1000
+    assert (figures / "ffattention_accuracy_smoke.pdf").stat().st_size > 1000
 
 
 def test_interrupted_run_resumes_from_checkpoint(tmp_path, monkeypatch):
@@ -120,14 +121,15 @@ def test_best_learning_rate_prefers_fewest_epochs():
     def record(lr: float, accuracies: list[float]) -> dict:
         epochs = [{"epoch": i + 1, "test_accuracy": a} for i, a in enumerate(accuracies)]
         return {
-            "config": {"learning_rate": lr},
+            "config": {"learning_rate": lr, "seed": 0},
             "summary": ffattention.summarize(epochs),
             "epochs": epochs,
         }
 
     slow, fast, unsolved = record(1e-3, [0.5, 1.0]), record(3e-3, [1.0]), record(1e-2, [0.99])
-    assert best_over_learning_rates([slow, unsolved, fast]) is fast
-    assert best_over_learning_rates([unsolved]) is unsolved
+    assert best_over_learning_rates([slow, unsolved, fast]) == [fast]
+    assert best_over_learning_rates([unsolved]) == [unsolved]
+    assert best_over_learning_rates([]) == []
 
 
 def test_raffel_model_checkpoint_roundtrip_keeps_the_leaky_slope(rng, tmp_path):
@@ -158,8 +160,8 @@ def test_mixed_bfloat16_smoke_run_stays_within_two_percent_of_float32(tmp_path):
     assert abs(losses["mixed_bfloat16"] / losses["float32"] - 1) < 0.02, losses
     names = sorted(p.name for p in tmp_path.rglob("*.json"))
     assert names == [
-        "addition-T50-attention-lr0.01-mixed_bfloat16-seed0.json",
-        "addition-T50-attention-lr0.01-seed0.json",
+        "custom-addition-T50-attention-lr0.01-mixed_bfloat16-seed0.json",
+        "custom-addition-T50-attention-lr0.01-seed0.json",
     ]
 
 
@@ -201,3 +203,77 @@ def test_look_ahead_and_several_updates_per_call_train_the_same_run(tmp_path, mo
     for a, b in zip(plain["epochs"], fast["epochs"], strict=True):
         for key in ("train_loss", "test_loss", "test_accuracy"):
             assert a[key] == pytest.approx(b[key], rel=1e-5), (key, a, b)
+
+
+def _cell_record(preset: str, lr: float, seed: int, accuracies: list[float]) -> dict:
+    """A finished Table 1 record of addition, attention, T0 = 1000."""
+    epochs = [
+        {"epoch": i + 1, "test_accuracy": a, "test_loss": 0.0} for i, a in enumerate(accuracies)
+    ]
+    config = ffattention.RunConfig(
+        "table1", "addition", 1000, "attention", lr, seed, max_epochs=len(accuracies) + 1,
+        preset=preset,
+    )  # fmt: skip
+    return {
+        "config": dataclasses.asdict(config),
+        "epochs": epochs,
+        "summary": ffattention.summarize(epochs),
+        "finished": True,
+        "command": f"python -m thesis_repro.ffattention grid --preset {preset}",
+    }
+
+
+def test_paper_preset_has_three_seeds_for_every_long_cell_and_variable_run():
+    """Issue 15: at least 3 seeds of every T0 >= 1000 cell and variable-length run; names keep
+    a `paper` run apart from the `cpu` run of the same cell; the costly cells come seed by seed;
+    ``--seeds`` picks seeds (the temporal-order demo is seed 0 only)."""
+    paper = ffattention.runs("paper")
+    cells: dict[tuple, set[int]] = {}
+    for c in paper:
+        if c.experiment == "variable" or c.t0 >= 1000:
+            key = (c.experiment, c.task, c.t0, c.pooling, c.learning_rate)
+            cells.setdefault(key, set()).add(c.seed)
+    assert cells and all(len(seeds) >= 3 for seeds in cells.values())
+    assert {c.max_epochs for c in paper if c.experiment == "table1"} == {100}
+    assert len({c.name for c in paper}) == len(paper)
+    cpu_names = {c.name for c in ffattention.runs("cpu")}
+    assert not cpu_names & {c.name for c in paper}
+    assert all(name.startswith("cpu-") for name in cpu_names)
+    costly = [c.seed for c in paper if c.experiment == "table1" and c.t0 > 1000]
+    assert costly == sorted(costly), "one whole table per seed"
+    one = ffattention.runs("paper", seeds=(1,))
+    assert {c.seed for c in one} == {1} and all(c.experiment != "temporal_order" for c in one)
+    assert sum(c.experiment == "temporal_order" for c in ffattention.runs("paper", seeds=(0,))) == 1
+
+
+def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets():
+    """Three seeds: median epochs to 100% [range over the seeds that got there], how many did;
+    the best learning rate is the one with most seeds at 100%; a `cpu` run of the same cell
+    is rendered in its own table."""
+    fast = [_cell_record("paper", 1e-2, seed, [1.0]) for seed in (0,)]
+    fast += [_cell_record("paper", 1e-2, seed, [0.9, 0.95]) for seed in (1, 2)]  # 1 of 3
+    steady = [
+        _cell_record("paper", 1e-3, 0, [0.5, 1.0]),
+        _cell_record("paper", 1e-3, 1, [0.5, 0.9, 0.99, 1.0]),
+        _cell_record("paper", 1e-3, 2, [0.5, 0.9, 1.0]),
+    ]
+    cpu = [_cell_record("cpu", 1e-3, 0, [0.2, 0.4])]
+    table = ffattention.render_table(fast + steady + cpu)
+    cpu_part, paper_part = table.split("(preset `paper`)")
+    assert "(preset `cpu`)" in cpu_part and "40.0% after 2 / 1" in cpu_part
+    assert "**3** [2–4] (lr 0.001; 3 of 3 seeds) / 1" in paper_part
+    assert "40.0%" not in paper_part and "grid --preset cpu" not in paper_part
+
+    # Fewer than half of the seeds at 100%: the median [range] of the accuracy at the cap.
+    table = ffattention.render_table(fast)
+    assert "95.0% [95.0–100.0%] after 2 (lr 0.01; 100% in 1 of 3 seeds) / 1" in table
+    # Two of three: the median is the slower solved seed's epochs.
+    two = [*steady[:2], _cell_record("paper", 1e-3, 2, [0.5, 0.6])]
+    assert "**4** [2–4] (lr 0.001; 2 of 3 seeds) / 1" in ffattention.render_table(two)
+
+
+def test_figure_takes_one_preset(tmp_path):
+    records = [_cell_record("paper", 1e-3, s, [0.5, 1.0]) for s in (0, 1)]
+    assert ffattention.render_figure(records, tmp_path / "f.pdf").stat().st_size > 1000
+    with pytest.raises(ValueError, match="one preset"):
+        ffattention.render_figure([*records, _cell_record("cpu", 1e-3, 0, [1.0])], tmp_path / "g")

@@ -35,7 +35,7 @@ TABLE_HEADERS = (
 )
 # The figures of the smoke preset (the LM's are named after corpus and preset).
 SMOKE_FIGURES = (
-    "ffattention_accuracy.pdf",
+    "ffattention_accuracy_smoke.pdf",
     "addition_training.pdf",
     "addition_generalisation.pdf",
     "lm_fig3.4_synthetic_smoke.pdf",
@@ -204,7 +204,7 @@ def shrink_smoke_presets(setitem: Callable, set_attribute: Callable) -> None:
     set_attribute(
         ffattention_config,
         "preset_runs",
-        lambda preset: [run for run in every_run(preset) if run.experiment == "table1"],
+        lambda *args: [run for run in every_run(*args) if run.experiment == "table1"],
     )
     setitem(
         addition.PRESETS,

@@ -41,7 +41,7 @@ from thesis_repro.ffattention.config import (
     runs,
     summarize,
 )
-from thesis_repro.ffattention.report import render_figure, render_table, report
+from thesis_repro.ffattention.report import presets_of, render_figure, render_table, report
 from thesis_repro.ffattention.train import evaluate, record_path, run, test_set
 
 
@@ -68,6 +68,7 @@ __all__ = [
     "RunConfig",
     "evaluate",
     "preset_runs",
+    "presets_of",
     "record_path",
     "render_figure",
     "render_table",

@@ -81,13 +81,24 @@ def build_parser() -> argparse.ArgumentParser:
     add_dtype_policy_option(one)
 
     grid = sub.add_parser("grid", help="run every configuration of a preset (resumable)")
-    grid.add_argument("--preset", choices=tuple(PRESETS), default="cpu")
+    grid.add_argument(
+        "--preset",
+        choices=tuple(PRESETS),
+        default="cpu",
+        help="scale (default: %(default)s; paper: the published protocol, for a GPU; see below)",
+    )
     grid.add_argument(
         "--only",
         nargs="*",
         choices=EXPERIMENTS,
         default=(),
         help="restrict to some experiments",
+    )
+    grid.add_argument(
+        "--seeds",
+        type=seed_int,
+        nargs="+",
+        help="seeds to run (default: the preset's; the temporal-order demo runs only seed 0)",
     )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(grid)
@@ -132,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         if status:
             return status
     elif args.command == "grid":
-        every = runs(args.preset, args.dtype_policy)
+        every = runs(args.preset, args.dtype_policy, args.seeds)
         configs = [c for c in every if not args.only or c.experiment in args.only]
         status = grid_command(EXPERIMENT, args, argv, configs)
         if status:

@@ -3,8 +3,10 @@ rendered from the records alone."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from thesis_repro import tasks
@@ -26,109 +28,142 @@ from thesis_repro.records import (
 )
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
-
-def best_over_learning_rates(records: list[Record]) -> Record | None:
-    """Raffel & Ellis report the best learning rate: fewest epochs to 100%, else best accuracy."""
-    if not records:
-        return None
-
-    def key(record: Record) -> tuple:
-        summary = record["summary"] or summarize(record["epochs"])
-        solved = summary["epochs_to_100"]
-        return (0, solved, 0.0) if solved else (1, 0, -(summary["final_test_accuracy"] or 0.0))
-
-    return min(records, key=key)
+PRESET_ORDER = ("smoke", "cpu", "paper")  # tables in this order; other presets after them
 
 
-def _cell_text(record: Record | None) -> str:
-    if record is None:
+def _summary(record: Record) -> dict:
+    return record["summary"] or summarize(record["epochs"])
+
+
+def _epochs_to_100(record: Record) -> float:
+    """Epochs to 100% test accuracy; infinite for a run that has not got there."""
+    return _summary(record)["epochs_to_100"] or math.inf
+
+
+def _learning_rate_key(seeds: list[Record]) -> tuple:
+    """Raffel & Ellis report the best learning rate: fewest epochs to 100%, else the best
+    accuracy. Over seeds: most seeds at 100%, then the median epochs, then the median accuracy."""
+    epochs = [_epochs_to_100(r) for r in seeds]
+    solved = sum(e < math.inf for e in epochs) / len(epochs)
+    accuracy = float(np.median([_summary(r)["final_test_accuracy"] or 0.0 for r in seeds]))
+    return (-solved, float(np.median(epochs)), -accuracy)
+
+
+def best_over_learning_rates(records: list[Record]) -> list[Record]:
+    """The runs (one per seed) of the best learning rate among ``records`` (one cell of
+    Table 1; :func:`_learning_rate_key`); empty for none."""
+    by_rate: dict[float, list[Record]] = {}
+    for record in records:
+        by_rate.setdefault(record["config"]["learning_rate"], []).append(record)
+    if not by_rate:
+        return []
+    best = min(by_rate.values(), key=_learning_rate_key)
+    return sorted(best, key=lambda r: r["config"]["seed"])
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _cell_text(seeds: list[Record]) -> str:
+    """One run: epochs to 100% (bold) or the accuracy at the cap. Several seeds: the median
+    and range of epochs to 100% (an unsolved seed counts as never), or of the accuracy."""
+    if not seeds:
         return "–"
-    summary = record["summary"] or summarize(record["epochs"])
-    lr = f"{record['config']['learning_rate']:g}"
-    if summary["epochs_to_100"]:
-        return f"**{summary['epochs_to_100']}** (lr {lr})"
-    status = "" if record.get("finished") else ", running"
-    return f"{100 * summary['final_test_accuracy']:.1f}% after {summary['epochs_run']}{status}"
+    lr = f"lr {seeds[0]['config']['learning_rate']:g}"
+    status = "" if all(r.get("finished") for r in seeds) else ", running"
+    summaries = [_summary(r) for r in seeds]
+    epochs = sorted(_epochs_to_100(r) for r in seeds)
+    if len(seeds) == 1:
+        if epochs[0] < math.inf:
+            return f"**{summaries[0]['epochs_to_100']}** ({lr})"
+        accuracy = 100 * summaries[0]["final_test_accuracy"]
+        return f"{accuracy:.1f}% after {summaries[0]['epochs_run']}{status}"
+    solved = [e for e in epochs if e < math.inf]
+    counted = f"{len(solved)} of {len(seeds)} seeds"
+    median = float(np.median(epochs))
+    if median < math.inf:
+        spread = f"{_number(solved[0])}–{_number(solved[-1])}"
+        return f"**{_number(median)}** [{spread}] ({lr}; {counted}{status})"
+    accuracies = [100 * s["final_test_accuracy"] for s in summaries]
+    runs = max(s["epochs_run"] for s in summaries)
+    return (
+        f"{np.median(accuracies):.1f}% [{min(accuracies):.1f}–{max(accuracies):.1f}%] after "
+        f"{runs} ({lr}; 100% in {counted}{status})"
+    )
 
 
 def _paper_text(value: int | float) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, float) else str(value)
 
 
+def _cell(records: list[Record], task: str, pooling: str, t0: int) -> list[Record]:
+    return [
+        r
+        for r in records
+        if (r["config"]["task"], r["config"]["pooling"], r["config"]["t0"]) == (task, pooling, t0)
+    ]
+
+
+def presets_of(records: list[Record]) -> list[str]:
+    """The presets that ``records`` belong to, in table order."""
+    found = {r["config"]["preset"] for r in records}
+    known = [p for p in PRESET_ORDER if p in found]
+    return known + sorted(found - set(known))
+
+
 def render_table(records: list[Record]) -> str:
-    """Markdown: Table 1 (ours beside the paper), the variable-length and temporal-order runs.
+    """Markdown: per preset (never mixed), Table 1 (ours beside the paper), the
+    variable-length and temporal-order runs, and where and how long they ran.
 
     Failed runs, and runs without a finished epoch, are left out and named at the end.
     """
+    sections = [
+        _render_preset(preset, [r for r in records if r["config"]["preset"] == preset])
+        for preset in presets_of(records)
+    ]
+    return "\n".join(sections) if sections else _render_preset("cpu", [])
+
+
+def _render_preset(preset: str, records: list[Record]) -> str:
     everything = records
     records, failed = split_failed(records)
     untrained = [r for r in records if not r.get("epochs")]
     records = [r for r in records if r.get("epochs")]
+    seeds = sorted({r["config"]["seed"] for r in records})
     table1 = [r for r in records if r["config"]["experiment"] == "table1"]
     t0s = sorted({r["config"]["t0"] for r in table1}) or list(PAPER_T0S)
+    several = len(seeds) > 1
     lines = [
-        "### Raffel & Ellis Table 1: epochs to 100% test accuracy (bold), else accuracy at the cap",
+        f"### Raffel & Ellis Table 1 (preset `{preset}`): epochs to 100% test accuracy (bold), "
+        "else accuracy at the cap",
         "",
-        "Each cell: ours (best learning rate among those run) / paper.",
+        "Each cell: ours (best learning rate among those run) / paper."
+        + (
+            f" Seeds {', '.join(map(str, seeds))}: the median epochs to 100% over the seeds of "
+            "the best learning rate (a seed that never got there counts as never), [the range "
+            "over the seeds that did], how many did; where fewer than half did, the median "
+            "[range] of the accuracy at the cap. The paper reports one run per cell."
+            if several
+            else ""
+        ),
         "",
         "| task, pooling | " + " | ".join(f"T0 = {t}" for t in t0s) + " |",
         "|---|" + "---|" * len(t0s),
     ]
     for (task, pooling), paper in PAPER_TABLE1.items():
-        cells = []
-        for t0 in t0s:
-            group = [
-                r
-                for r in table1
-                if (r["config"]["task"], r["config"]["pooling"], r["config"]["t0"])
-                == (task, pooling, t0)
-            ]
-            cells.append(
-                f"{_cell_text(best_over_learning_rates(group))} / "
-                f"{_paper_text(paper[t0]) if t0 in paper else '–'}"
-            )
+        cells = [
+            f"{_cell_text(best_over_learning_rates(_cell(table1, task, pooling, t0)))} / "
+            f"{_paper_text(paper[t0]) if t0 in paper else '–'}"
+            for t0 in t0s
+        ]
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
     variable = [r for r in records if r["config"]["experiment"] == "variable"]
     if variable:
-        lines += [
-            "",
-            "### Variable length (50..10000): test accuracy",
-            "",
-            "| task, pooling | ours | epochs (of 1000 updates) | paper (100 epochs) |",
-            "|---|---|---|---|",
-        ]
-        for r in variable:
-            c = r["config"]
-            s = r["summary"] or summarize(r["epochs"])
-            paper = PAPER_VARIABLE.get((c["task"], c["pooling"]))
-            lines.append(
-                f"| {c['task']}, {c['pooling']} | {100 * s['final_test_accuracy']:.1f}%"
-                f" | {s['epochs_run']} | {_paper_text(paper) if paper else '–'} |"
-            )
+        lines += _variable_lines(variable)
     temporal = [r for r in records if r["config"]["experiment"] == "temporal_order"]
     if temporal:
-        names = tasks.TEMPORAL_ORDER_CLASSES
-        lines += [
-            "",
-            "### Temporal order (attention model): test accuracy per true class",
-            "",
-            "Order-blind pooling can separate XX from YY but must confuse XY with YX: the best it "
-            "can do is 100% on XX/YY and 50% on the mixed pairs (75% overall, test loss "
-            "ln(2)/2 = 0.347).",
-            "",
-            "| T0 | epochs | overall | test loss | XX/YY | XY vs YX | " + " | ".join(names) + " |",
-            "|---|---|---|---|---|---|" + "---|" * len(names),
-        ]
-        for r in temporal:
-            last = r["epochs"][-1]
-            per = {n: last[f"test_accuracy_{n}"] for n in names}
-            pure, mixed = (per["XX"] + per["YY"]) / 2, (per["XY"] + per["YX"]) / 2
-            lines.append(
-                f"| {r['config']['t0']} | {len(r['epochs'])} | {100 * last['test_accuracy']:.1f}% "
-                f"| {last['test_loss']:.3f} | {100 * pure:.1f}% | {100 * mixed:.1f}% | "
-                + " | ".join(f"{100 * per[n]:.1f}%" for n in names)
-                + " |"
-            )
+        lines += _temporal_lines(temporal)
     if failed:
         lines += ["", failed_note(failed, " of these tables and the figure") + "."]
     if untrained:
@@ -138,11 +173,73 @@ def render_table(records: list[Record]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _variable_lines(records: list[Record]) -> list[str]:
+    """The variable-length runs: test accuracy of each (task, pooling); over several seeds the
+    median [range]."""
+    lines = [
+        "",
+        "### Variable length (50..10000): test accuracy",
+        "",
+        "| task, pooling | ours | seeds | epochs (of 1000 updates) | paper (100 epochs) |",
+        "|---|---|---|---|---|",
+    ]
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((r["config"]["task"], r["config"]["pooling"]), []).append(r)
+    for (task, pooling), group in groups.items():
+        accuracies = [100 * _summary(r)["final_test_accuracy"] for r in group]
+        epochs = sorted({_summary(r)["epochs_run"] for r in group})
+        ran = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}–{epochs[-1]}"
+        ours = f"{np.median(accuracies):.1f}%"
+        if len(group) > 1:
+            ours += f" [{min(accuracies):.1f}–{max(accuracies):.1f}%]"
+        paper = PAPER_VARIABLE.get((task, pooling))
+        lines.append(
+            f"| {task}, {pooling} | {ours} | {len(group)} | {ran} | "
+            f"{_paper_text(paper) if paper else '–'} |"
+        )
+    return lines
+
+
+def _temporal_lines(records: list[Record]) -> list[str]:
+    names = tasks.TEMPORAL_ORDER_CLASSES
+    lines = [
+        "",
+        "### Temporal order (attention model): test accuracy per true class",
+        "",
+        "Order-blind pooling can separate XX from YY but must confuse XY with YX: the best it "
+        "can do is 100% on XX/YY and 50% on the mixed pairs (75% overall, test loss "
+        "ln(2)/2 = 0.347).",
+        "",
+        "| T0 | epochs | overall | test loss | XX/YY | XY vs YX | " + " | ".join(names) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(names),
+    ]
+    for r in records:
+        last = r["epochs"][-1]
+        per = {n: last[f"test_accuracy_{n}"] for n in names}
+        pure, mixed = (per["XX"] + per["YY"]) / 2, (per["XY"] + per["YX"]) / 2
+        lines.append(
+            f"| {r['config']['t0']} | {len(r['epochs'])} | {100 * last['test_accuracy']:.1f}% "
+            f"| {last['test_loss']:.3f} | {100 * pure:.1f}% | {100 * mixed:.1f}% | "
+            + " | ".join(f"{100 * per[n]:.1f}%" for n in names)
+            + " |"
+        )
+    return lines
+
+
+def figure_name(preset: str) -> str:
+    """The file name of a preset's figure."""
+    return f"{NAME}_accuracy_{preset}.pdf"
+
+
 def render_figure(records: list[Record], path: Path) -> Path | None:
-    """Test accuracy against epoch, attention vs mean, one panel per task and T0 (best lr);
-    failed runs are left out (``render_table`` names them)."""
+    """Test accuracy against epoch, attention vs mean, one panel per task and T0, every seed of
+    the best learning rate; ``records`` of one preset. Failed runs are left out
+    (``render_table`` names them)."""
     plt = pyplot()
     records, _ = split_failed(records)
+    if len({r["config"]["preset"] for r in records}) > 1:
+        raise ValueError("render_figure takes the records of one preset (presets are not mixed)")
     table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:
         return None
@@ -161,27 +258,19 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
         for col, t0 in enumerate(t0s):
             ax = axes[row][col]
             for pooling, color in (("attention", "C0"), ("mean", "C1")):
-                group = [
-                    r
-                    for r in table1
-                    if (r["config"]["task"], r["config"]["pooling"], r["config"]["t0"])
-                    == (task, pooling, t0)
-                ]
-                best = best_over_learning_rates(group)
-                if best is None:
-                    continue
-                epochs = [e["epoch"] for e in best["epochs"]]
-                accuracy = [100 * e["test_accuracy"] for e in best["epochs"]]
-                ax.plot(
-                    epochs,
-                    accuracy,
-                    "o-",
-                    color=color,
-                    ms=3,
-                    label=f"{pooling} (lr {best['config']['learning_rate']:g})",
-                )
+                best = best_over_learning_rates(_cell(table1, task, pooling, t0))
+                for index, run in enumerate(best):
+                    ax.plot(
+                        [e["epoch"] for e in run["epochs"]],
+                        [100 * e["test_accuracy"] for e in run["epochs"]],
+                        "o-",
+                        color=color,
+                        ms=3 if len(best) == 1 else 2,
+                        lw=1.5 if len(best) == 1 else 0.8,
+                        label=None if index else _legend(pooling, best),
+                    )
                 paper = PAPER_TABLE1[(task, pooling)].get(t0)
-                if isinstance(paper, int):
+                if best and isinstance(paper, int):
                     ax.axvline(paper, color=color, ls=":", lw=1)
             ax.set_title(f"{task}, T0 = {t0}", fontsize=9)
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -199,11 +288,19 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
+def _legend(pooling: str, seeds: list[Record]) -> str:
+    lr = f"lr {seeds[0]['config']['learning_rate']:g}"
+    return f"{pooling} ({lr})" if len(seeds) == 1 else f"{pooling} ({lr}, {len(seeds)} seeds)"
+
+
 def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
-    """Write ``<results>/ffattention/table.md`` and ``figures/ffattention_accuracy.pdf``."""
+    """Write ``<results>/ffattention/table.md`` and a figure per preset,
+    ``figures/ffattention_accuracy_<preset>.pdf``."""
     records = load_records(Path(results_dir) / NAME)
     table = render_table(records)
     (Path(results_dir) / NAME).mkdir(parents=True, exist_ok=True)
     (Path(results_dir) / NAME / "table.md").write_text(table)
-    render_figure(records, Path(figures_dir) / "ffattention_accuracy.pdf")
+    for preset in presets_of(records):
+        group = [r for r in records if r["config"]["preset"] == preset]
+        render_figure(group, Path(figures_dir) / figure_name(preset))
     return table
