@@ -277,3 +277,26 @@ def test_figure_takes_one_preset(tmp_path):
     assert ffattention.render_figure(records, tmp_path / "f.pdf").stat().st_size > 1000
     with pytest.raises(ValueError, match="one preset"):
         ffattention.render_figure([*records, _cell_record("cpu", 1e-3, 0, [1.0])], tmp_path / "g")
+
+
+def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(
+    tmp_path, monkeypatch
+):
+    """``THESIS_REPRO_FF_CHUNK_SIZE``: chunk size of the fused layer from padded length 2000 on,
+    0 = the unfused layers at every length; the record names what trained."""
+    from thesis_repro.ffattention.train import implementation
+    from thesis_repro.settings import SettingError, ff_chunk_size
+
+    assert implementation(raffel_model(hidden=4, chunked=True, chunk_size=128)) == "chunked 128"
+    assert implementation(raffel_model(hidden=4)) == "layers"
+    config = ffattention.RunConfig(
+        "table1", "addition", 2000, "attention", 1e-3, max_epochs=1, steps_per_epoch=1,
+        batch_size=4, test_size=4,
+    )  # fmt: skip
+    for value, expected in (("0", "layers"), ("256", "chunked 256")):
+        monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", value)
+        record = ffattention.run(config, tmp_path / value, verbose=0)
+        assert record["implementation"] == expected
+    monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", "-3")
+    with pytest.raises(SettingError, match="FF_CHUNK_SIZE"):
+        ff_chunk_size()

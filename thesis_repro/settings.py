@@ -16,6 +16,10 @@
 ``THESIS_REPRO_DATA_WORKERS``
     threads generating Raffel & Ellis minibatches ahead of training (default: 1 on a CPU, 8 on
     an accelerator; ``training.FreshBatches``)
+``THESIS_REPRO_FF_CHUNK_SIZE``
+    time steps per chunk of the fused ``ChunkedFeedForwardPooling`` in Raffel & Ellis runs of
+    padded length >= 2000 (default 64); ``0``: the unfused Keras layers at every length (on an
+    H100 they were faster at T0 = 10,000 than chunks of 64, with 1.2 GB per run to spare)
 ``THESIS_REPRO_COMMAND``
     set for the workers of ``--jobs``: the command the user typed
 ``THESIS_REPRO_SHOW_IMPORT_LOGS``
@@ -34,6 +38,7 @@ CACHE_ENV = "THESIS_REPRO_CACHE"
 CHECKPOINT_SECONDS_ENV = "THESIS_REPRO_CHECKPOINT_SECONDS"
 STEPS_PER_EXECUTION_ENV = "THESIS_REPRO_STEPS_PER_EXECUTION"
 DATA_WORKERS_ENV = "THESIS_REPRO_DATA_WORKERS"
+FF_CHUNK_SIZE_ENV = "THESIS_REPRO_FF_CHUNK_SIZE"
 COMMAND_ENV = "THESIS_REPRO_COMMAND"
 SHOW_IMPORT_LOGS_ENV = "THESIS_REPRO_SHOW_IMPORT_LOGS"
 
@@ -91,6 +96,24 @@ def data_workers(device: str) -> int:
     return _count_setting(DATA_WORKERS_ENV, device, ACCELERATOR_DATA_WORKERS)
 
 
+#: Time steps per chunk of the fused pooling layer (``bench_ffattention.py``: fastest on a CPU).
+DEFAULT_FF_CHUNK_SIZE = 64
+
+
+def ff_chunk_size() -> int:
+    """``$THESIS_REPRO_FF_CHUNK_SIZE`` (a whole number >= 0; 0: never fused), else 64."""
+    text = os.environ.get(FF_CHUNK_SIZE_ENV)
+    if not text:
+        return DEFAULT_FF_CHUNK_SIZE
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SettingError(f"{FF_CHUNK_SIZE_ENV} must be a whole number >= 0, got {text!r}")
+    return value
+
+
 def _count_setting(env: str, device: str, accelerator: int) -> int:
     """A whole number >= 1 from ``$env``, else 1 on a CPU and ``accelerator`` elsewhere."""
     text = os.environ.get(env)
@@ -111,6 +134,7 @@ def check_environment() -> None:
     checkpoint_seconds()
     steps_per_execution("cpu")
     data_workers("cpu")
+    ff_chunk_size()
 
 
 def data_dir() -> str | None:

@@ -20,8 +20,14 @@ from thesis_repro.ffattention.config import (
     summarize,
 )
 from thesis_repro.ffattention.model import raffel_model
+from thesis_repro.layers import ChunkedFeedForwardPooling
 from thesis_repro.records import RunRecord, compute_device
-from thesis_repro.settings import RESULTS_DIR, data_workers, steps_per_execution
+from thesis_repro.settings import (
+    RESULTS_DIR,
+    data_workers,
+    ff_chunk_size,
+    steps_per_execution,
+)
 from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
@@ -126,8 +132,8 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
         return record.data
     classification = config.experiment == "temporal_order"
     longest = config.max_length if config.experiment == "variable" else config.t0
-    chunked = longest >= CHUNKED_FROM_LENGTH
-    record.data["implementation"] = "chunked" if chunked else "layers"
+    chunk_size = ff_chunk_size()
+    chunked = longest >= CHUNKED_FROM_LENGTH and chunk_size > 0
     record.data["hardware"].update(distribution_summary(), dtype_policy=config.dtype_policy)
     set_seed(config.seed)
 
@@ -139,6 +145,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
                 classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
                 seed=config.seed,
                 chunked=chunked,
+                chunk_size=chunk_size,
             )
         model.compile(
             optimizer=keras.optimizers.Adam(config.learning_rate, beta_1=0.9, beta_2=0.999),
@@ -148,6 +155,7 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
         return model
 
     model, done = resume(record, build)
+    record.data["implementation"] = implementation(model)
     if verbose:
         where = f"resuming after epoch {done}" if done else "starting"
         print(f"[run] {config.name}: {where} -> {record.path}", flush=True)
@@ -185,6 +193,13 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
     record.finish(**summarize(record.data["epochs"]))
     remove_checkpoints(record)
     return record.data
+
+
+def implementation(model: keras.Model) -> str:
+    """What computes h and the pooling: ``chunked <steps per chunk>`` (the fused
+    ``ChunkedFeedForwardPooling``) or ``layers`` (Dense + pooling layer); the record stores it."""
+    fused = [layer for layer in model.layers if isinstance(layer, ChunkedFeedForwardPooling)]
+    return f"chunked {fused[0].chunk_size}" if fused else "layers"
 
 
 def _solved(record: RunRecord) -> bool:
