@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# A slice of time on a lent GPU machine (issue 15): grids make progress in every slice, and every
+# record a slice writes comes back to be committed. Three steps, in the repository's root:
+#
+#   bash scripts/gpu_slice.sh prepare
+#       here, once per machine: the wheels the GPU machine lacks (keras at this checkout's
+#       version, namex, optree) and the corpora, into .gpu/ (git-ignored via .git/info/exclude)
+#   bash scripts/gpu_slice.sh run SECONDS 'COMMAND' ['COMMAND' ...]
+#       there (the device tool's `run`, carrying [".gpu"]): installs the wheels into /tmp/site
+#       (once per warm machine), starts every COMMAND at once under KERAS_BACKEND=jax, stops
+#       them with Ctrl-C after SECONDS (a run keeps its finished epochs and a checkpoint at most
+#       60 s old; a warm machine's next call resumes from it), and packs every record written
+#       into $OUT/records.tar
+#   bash scripts/gpu_slice.sh unpack TAR
+#       here: unpacks the records and stages the finished ones for a commit; unfinished ones
+#       stay untracked, so they travel with the next call and their runs resume there
+#
+# Example (Table 3.1 at the thesis's scale, then the Raffel & Ellis paper grid, seed 0):
+#   bash scripts/gpu_slice.sh run 540 \
+#     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 6 --no-report --verbose 2' \
+#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --seeds 0 --jobs 4 --no-report'
+set -euo pipefail
+
+prepare() {
+    mkdir -p .git/info
+    grep -qx '/.gpu/' .git/info/exclude 2> /dev/null || echo '/.gpu/' >> .git/info/exclude
+    mkdir -p .gpu/whl .gpu/data
+    local keras_version
+    keras_version=$(python -c 'import keras; print(keras.__version__)')
+    python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+        --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 -d .gpu/whl "keras==$keras_version" namex optree
+    local data=${THESIS_REPRO_DATA:-../shared/data}
+    for corpus in eltec-pol ptb; do
+        [ -d "$data/$corpus" ] && cp -r "$data/$corpus" .gpu/data/
+    done
+    ls -l .gpu/whl && du -sh .gpu
+}
+
+run() {
+    local seconds=$1
+    shift
+    [ $# -gt 0 ] || { echo "usage: gpu_slice.sh run SECONDS 'COMMAND' ..." >&2; exit 2; }
+    # Keras is missing on the GPU machine; a warm machine has it in /tmp/site from the last call.
+    PYTHONPATH=/tmp/site python3 -c 'import keras' 2> /dev/null \
+        || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+            .gpu/whl/*.whl
+    export PYTHONPATH=/tmp/site:. KERAS_BACKEND=jax THESIS_REPRO_DATA=.gpu/data
+    export THESIS_REPRO_CHECKPOINT_SECONDS=${THESIS_REPRO_CHECKPOINT_SECONDS:-60}
+    export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+    local out=${OUT:-/tmp/out} stamp
+    mkdir -p "$out"
+    stamp=$(mktemp)
+    nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+    local pids=() index=0
+    for command in "$@"; do
+        index=$((index + 1))
+        # timeout signals the command's whole process group: the --jobs workers too.
+        timeout --signal=INT --kill-after=60 "$seconds" bash -c "$command" \
+            > "$out/log$index.txt" 2>&1 &
+        pids+=($!)
+    done
+    (sleep $((seconds / 2)); nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv \
+        > "$out/nvidia-smi.txt" 2>&1) &
+    local watch=$!
+    for pid in "${pids[@]}"; do wait "$pid" || true; done
+    kill "$watch" 2> /dev/null || true
+    find results -newer "$stamp" \( -name '*.json' -o -name 'table.md' \) -print0 \
+        | tar --null -cf "$out/records.tar" -T -
+    tar -tf "$out/records.tar" | sed 's/^/packed: /'
+    tail -n 3 "$out"/log*.txt
+}
+
+# Exit status 0 for a record that is finished or failed (a result either way), else 1.
+DONE='import json, sys; r = json.load(open(sys.argv[1])); sys.exit(not (r.get("finished") or r.get("failed")))'
+
+unpack() {
+    local archive=$1 path
+    tar -xvf "$archive" | while read -r path; do
+        case $path in
+            *.json)
+                if python -c "$DONE" "$path"; then
+                    git add "$path" && echo "done: $path"
+                else
+                    echo "unfinished (left untracked, resumes next call): $path"
+                fi
+                ;;
+        esac
+    done
+}
+
+case ${1:-} in
+    prepare) prepare ;;
+    run) shift; run "$@" ;;
+    unpack) shift; unpack "$@" ;;
+    *) sed -n '2,22p' "$0"; exit 2 ;;
+esac
