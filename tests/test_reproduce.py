@@ -174,6 +174,29 @@ def test_reproduce_without_corpus_skips_the_lm_and_still_reports(calls, tmp_path
     assert len(skipped) == 1 and "--data" in skipped[0]
 
 
+def test_reproduce_jobs_trains_in_workers_then_runs_every_step_here(calls, tmp_path, monkeypatch):
+    """``reproduce --jobs N``: N workers (``reproduce ... --jobs 1 --no-report``, which parses)
+    train the grids side by side; then every step runs here (the grids find their runs done)
+    and the report is written once. A worker (``train_only``) runs the grids alone."""
+    started: list[tuple] = []
+    monkeypatch.setattr(cli, "run_jobs", lambda *args: started.append(args) or 0)
+    timings = cli.reproduce(
+        "smoke", tmp_path / "r", tmp_path / "f", tmp_path / "R.md", None, "D", log=print, jobs=3
+    )
+    ((module, argv, jobs, _),) = started
+    assert (module, jobs) == ("thesis_repro", 3)
+    worker = cli.build_parser().parse_args([*argv, "--jobs", "1", "--no-report"])
+    assert (worker.preset, worker.results, worker.data) == ("smoke", tmp_path / "r", "D")
+    assert worker.no_report and worker.jobs == 1
+    assert next(iter(timings)) == "training (3 jobs)" and calls[-1][0] == "report"
+    assert sum(c[0] == "kn" for c in calls) == len(lm.KN_TABLES)
+
+    calls.clear()
+    timings = cli.reproduce("smoke", tmp_path / "r", log=print, train_only=True)
+    assert [c[0] for c in calls] == ["ffattention", "addition", *("lm" for _ in lm.LM_TABLES)]
+    assert "report" not in timings and "lm attention examples" not in timings
+
+
 def test_unknown_preset_is_refused(tmp_path):
     with pytest.raises(ValueError, match="preset"):
         cli.reproduce("huge", tmp_path)

@@ -3,6 +3,7 @@
     python -m thesis_repro reproduce --preset smoke --results /tmp/r --figures /tmp/f \\
         --report /tmp/r/REPORT.md --no-readme            # minutes: everything, on toy data
     python -m thesis_repro reproduce --preset cpu --data ../shared/data
+    python -m thesis_repro reproduce --preset paper --jobs 8   # a GPU: 8 runs side by side
     python -m thesis_repro report                        # tables and figures from the records
 
 ``reproduce`` runs, in this order, the grids of a preset (``smoke``, ``cpu`` or ``paper``, as
@@ -46,8 +47,15 @@ from thesis_repro.cli import (
 from thesis_repro.corpus import CorpusError
 from thesis_repro.experiment import Reproduction, experiments
 from thesis_repro.lm import LMError
-from thesis_repro.records import CorruptRecord, RunConflict, RunFailed, grid_failures
+from thesis_repro.records import (
+    CorruptRecord,
+    RunConflict,
+    RunFailed,
+    command_line,
+    grid_failures,
+)
 from thesis_repro.report import write_report
+from thesis_repro.runner import add_jobs_option, run_jobs
 from thesis_repro.settings import (
     DATA_ENV,
     FIGURES_DIR,
@@ -69,6 +77,8 @@ def reproduce(
     data_dir: str | os.PathLike | None = None,
     verbose: int = 1,
     log: Callable[[str], None] = print,
+    jobs: int = 1,
+    train_only: bool = False,
 ) -> dict[str, float]:
     """Run the steps of every experiment (``Experiment.steps``) under ``preset`` in order, then
     render figures and REPORT.md.
@@ -76,17 +86,28 @@ def reproduce(
     Finished runs are skipped (each grid does this). ``data_dir``: folder of the LM corpora
     (ignored by ``smoke``; see ``lm.table_sources``). Returns the wall seconds of each step.
     A run that fails (loss NaN or infinite) is left out of the tables; once the report is
-    written, ``RunFailed`` names every failed run.
+    written, ``RunFailed`` names every failed run. ``jobs`` > 1: first that many worker
+    processes train every grid side by side (``reproduce ... --jobs 1 --no-report``, each
+    taking the runs nobody holds: ``runner.run_jobs``), then the steps run here, finding the
+    runs done. ``train_only``: the grids alone, no other step and no report (a worker).
     """
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {PRESETS}, got {preset!r}")
     results_dir = Path(results_dir)
+    timings: dict[str, float] = {}
+    if jobs > 1:
+        started = time.time()
+        argv = ["reproduce", "--preset", preset, "--results", str(results_dir)]
+        argv += ["--figures", str(figures_dir), "--verbose", str(verbose)]
+        argv += [] if data_dir is None else ["--data", str(data_dir)]
+        log(f"##### training every grid of preset {preset} in {jobs} worker processes")
+        run_jobs("thesis_repro", argv, jobs, command_line())
+        timings[f"training ({jobs} jobs)"] = time.time() - started
     reproduction = Reproduction(
         preset, results_dir, Path(figures_dir), None if data_dir is None else str(data_dir),
-        verbose, log,
+        verbose, log, train_only,
     )  # fmt: skip
     steps = [step for experiment in experiments() for step in experiment.steps(reproduction)]
-    timings: dict[str, float] = {}
     ran: list[dict[str, Any]] = []  # records returned by the grids (failed ones included)
     for index, (name, step) in enumerate(steps, 1):
         log(f"##### [{index}/{len(steps)}] {name}, preset {preset} -> {results_dir}/")
@@ -94,6 +115,8 @@ def reproduce(
         records = step()
         ran += [r for r in records or [] if isinstance(r, dict)]
         timings[name] = time.time() - started
+    if train_only:
+        return timings
     started = time.time()
     write_report(
         results_dir,
@@ -141,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"folder of the LM corpora (eltec-pol/, ptb/); default ${DATA_ENV}",
     )
     add_verbose_option(rerun)
+    add_jobs_option(rerun)
+    rerun.add_argument(
+        "--no-report",
+        action="store_true",
+        help="train the grids only: no Kneser-Ney rows, attention examples or report (what "
+        "the workers of --jobs do)",
+    )
     for command in (rep, rerun):
         add_results_option(command, RESULTS_DIR)
         add_figures_option(command)
@@ -170,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             args.data,
             args.verbose,
             log=lambda line: print(line, flush=True),
+            jobs=args.jobs,
+            train_only=args.no_report,
         )
     except (CorpusError, LMError, CorruptRecord, RunConflict) as error:
         print(f"error: {error}", file=sys.stderr)

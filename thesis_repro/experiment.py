@@ -38,6 +38,9 @@ class Reproduction:
     data_dir: str | None = None
     verbose: int = 1
     log: Callable[[str], None] = print
+    #: Only the steps that train (the grids): the workers of ``reproduce --jobs N`` leave the
+    #: steps computed from finished runs (Kneser-Ney rows, attention examples) to the end.
+    train_only: bool = False
 
 
 #: One step of ``reproduce``: a name for the log and the work, which returns the records it ran.

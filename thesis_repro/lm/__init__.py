@@ -191,7 +191,8 @@ def describe(config: RunConfig) -> str:
 
 def reproduce_steps(reproduction: Reproduction) -> list[Step]:
     """The LM steps of ``reproduce``: each table's grid (thesis Tables 3.1, 3.2, PTB, then the
-    future-work tables, which reuse their runs), the Kneser-Ney rows, the attention examples."""
+    future-work tables, which reuse their runs), the Kneser-Ney rows, the attention examples
+    (the grids alone with ``reproduction.train_only``)."""
     preset, results_dir, log = reproduction.preset, reproduction.results_dir, reproduction.log
     sources, note = table_sources(preset, reproduction.data_dir)
     if note:
@@ -205,6 +206,8 @@ def reproduce_steps(reproduction: Reproduction) -> list[Step]:
     for table, source in sources.items():
         grid = partial(run_grid, table, source, preset, results_dir, verbose=reproduction.verbose)
         steps.append((f"lm {table} ({source.name})", grid))
+    if reproduction.train_only:
+        return steps
     for table, source in sources.items():  # count-based rows of Tables 3.1, 3.2 and PTB
         if table in KN_TABLES:
             baselines = partial(
