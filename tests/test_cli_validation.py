@@ -364,6 +364,7 @@ def test_shared_options_go_before_or_after_the_subcommand(package: str, command:
         ("THESIS_REPRO_STEPS_PER_EXECUTION", "0"),
         ("THESIS_REPRO_DATA_WORKERS", "many"),
         ("THESIS_REPRO_CHECKPOINT_SECONDS", "-5"),
+        ("THESIS_REPRO_FF_CHUNK_SIZE", "1.5"),
     ],
 )
 @pytest.mark.parametrize(

@@ -29,7 +29,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 RESULTS_ENV = "THESIS_REPRO_RESULTS"
 RUNS_ENV = "THESIS_REPRO_RUNS"
@@ -41,6 +43,8 @@ DATA_WORKERS_ENV = "THESIS_REPRO_DATA_WORKERS"
 FF_CHUNK_SIZE_ENV = "THESIS_REPRO_FF_CHUNK_SIZE"
 COMMAND_ENV = "THESIS_REPRO_COMMAND"
 SHOW_IMPORT_LOGS_ENV = "THESIS_REPRO_SHOW_IMPORT_LOGS"
+
+T = TypeVar("T", int, float)
 
 #: Records of the grids: what the tables are rendered from.
 RESULTS_DIR = Path(os.environ.get(RESULTS_ENV, "results"))
@@ -60,18 +64,27 @@ class SettingError(ValueError):
     lines print it as ``error: ...``: ``check_environment``)."""
 
 
+def _setting(
+    env: str, parse: Callable[[str], T], valid: Callable[[T], bool], wanted: str
+) -> T | None:
+    """``$env`` parsed by ``parse`` (None when unset or empty); ``SettingError`` unless the value
+    parses and is ``valid`` (``wanted`` says what is)."""
+    text = os.environ.get(env)
+    if not text:
+        return None
+    try:
+        value = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not valid(value):
+        raise SettingError(f"{env} must be {wanted}, got {text!r}")
+    return value
+
+
 def checkpoint_seconds() -> float:
     """``$THESIS_REPRO_CHECKPOINT_SECONDS`` (a number > 0), else 300."""
-    text = os.environ.get(CHECKPOINT_SECONDS_ENV)
-    if not text:
-        return DEFAULT_CHECKPOINT_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise SettingError(f"{CHECKPOINT_SECONDS_ENV} must be seconds > 0, got {text!r}")
-    return value
+    value = _setting(CHECKPOINT_SECONDS_ENV, float, lambda v: v > 0, "seconds > 0")
+    return DEFAULT_CHECKPOINT_SECONDS if value is None else value
 
 
 #: Most updates Keras runs per compiled call (``steps_per_execution``) on an accelerator.
@@ -102,28 +115,14 @@ DEFAULT_FF_CHUNK_SIZE = 64
 
 def ff_chunk_size() -> int:
     """``$THESIS_REPRO_FF_CHUNK_SIZE`` (a whole number >= 0; 0: never fused), else 64."""
-    text = os.environ.get(FF_CHUNK_SIZE_ENV)
-    if not text:
-        return DEFAULT_FF_CHUNK_SIZE
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise SettingError(f"{FF_CHUNK_SIZE_ENV} must be a whole number >= 0, got {text!r}")
-    return value
+    value = _setting(FF_CHUNK_SIZE_ENV, int, lambda v: v >= 0, "a whole number >= 0")
+    return DEFAULT_FF_CHUNK_SIZE if value is None else value
 
 
 def _count_setting(env: str, device: str, accelerator: int) -> int:
     """A whole number >= 1 from ``$env``, else 1 on a CPU and ``accelerator`` elsewhere."""
-    text = os.environ.get(env)
-    if text:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise SettingError(f"{env} must be a whole number >= 1, got {text!r}")
+    value = _setting(env, int, lambda v: v >= 1, "a whole number >= 1")
+    if value is not None:
         return value
     return 1 if device == "cpu" else accelerator
 
