@@ -281,8 +281,11 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
             if row == len(task_names) - 1:
                 ax.set_xlabel("epoch (1000 updates)")
             ax.legend(fontsize=6, loc="lower right")
+    preset = table1[0]["config"]["preset"]
     fig.suptitle(
-        "Feed-forward attention vs unweighted mean (dotted: paper's epochs to 100%)", fontsize=10
+        f"Feed-forward attention vs unweighted mean, preset {preset} "
+        "(dotted: paper's epochs to 100%)",
+        fontsize=10,
     )
     fig.tight_layout()
     return save_figure(fig, path)
