@@ -12,6 +12,7 @@ import reference as ref
 from thesis_repro import ffattention, tasks, training
 from thesis_repro.ffattention.model import raffel_model
 from thesis_repro.ffattention.report import best_over_learning_rates
+from thesis_repro.records import RunRecord, load_records
 from thesis_repro.runner import run_grid
 
 
@@ -247,9 +248,9 @@ def test_paper_preset_has_three_seeds_for_every_long_cell_and_variable_run():
 
 
 def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets():
-    """Three seeds: median epochs to 100% [range over the seeds that got there], how many did;
-    the best learning rate is the one with most seeds at 100%; a `cpu` run of the same cell
-    is rendered in its own table."""
+    """Three seeds: the paper's statistic (best learning rate) per seed, then the median epochs
+    to 100% [range over the seeds that got there], how many did, each seed's learning rate;
+    a `cpu` run of the same cell is rendered in its own table."""
     fast = [_cell_record("paper", 1e-2, seed, [1.0]) for seed in (0,)]
     fast += [_cell_record("paper", 1e-2, seed, [0.9, 0.95]) for seed in (1, 2)]  # 1 of 3
     steady = [
@@ -261,7 +262,8 @@ def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets()
     table = ffattention.render_table(fast + steady + cpu)
     cpu_part, paper_part = table.split("(preset `paper`)")
     assert "(preset `cpu`)" in cpu_part and "40.0% after 2 / 1" in cpu_part
-    assert "**3** [2–4] (lr 0.001; 3 of 3 seeds) / 1" in paper_part
+    # Seed 0: lr 0.01 in 1 epoch; seeds 1 and 2: lr 0.001 (lr 0.01 never) in 4 and 3.
+    assert "**3** [1–4] (lr 0.01/0.001/0.001; 3 of 3 seeds) / 1" in paper_part
     assert "40.0%" not in paper_part and "grid --preset cpu" not in paper_part
 
     # Fewer than half of the seeds at 100%: the median [range] of the accuracy at the cap.
@@ -270,6 +272,52 @@ def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets()
     # Two of three: the median is the slower solved seed's epochs.
     two = [*steady[:2], _cell_record("paper", 1e-3, 2, [0.5, 0.6])]
     assert "**4** [2–4] (lr 0.001; 2 of 3 seeds) / 1" in ffattention.render_table(two)
+
+
+def test_a_run_stops_once_a_rival_learning_rate_got_to_100_percent_first(tmp_path, monkeypatch):
+    """Pruning (``grid`` without ``--no-prune``): a Table 1 run of a preset stops after ``b``
+    epochs when another learning rate of its cell and seed got to 100% in ``b``; its summary
+    names that rival, and the cell still reports the rival. ``prune=False`` trains to the cap;
+    a rival of another seed or a single ``run`` (preset ``custom``) stops nothing."""
+    smoke = ffattention.PRESETS["smoke"]
+    monkeypatch.setitem(
+        ffattention.PRESETS, "smoke", dataclasses.replace(smoke, learning_rates={50: (1e-2, 1e-3)})
+    )
+    config = ffattention.RunConfig(
+        "table1", "addition", 50, "attention", 1e-3, 0, 3, 5, test_size=20, preset="smoke"
+    )  # fmt: skip
+    assert [r.learning_rate for r in ffattention.config.rivals(config)] == [1e-2]
+
+    def rival(results, seed: int, accuracies: list[float]) -> None:
+        other = dataclasses.replace(config, learning_rate=1e-2, seed=seed)
+        record = RunRecord(
+            ffattention.record_path(other, results), dataclasses.asdict(other)
+        ).start()
+        for epoch, accuracy in enumerate(accuracies):
+            record.log_epoch(epoch, {"test_accuracy": accuracy, "test_loss": 0.0}, seconds=1.0)
+        record.finish(**ffattention.summarize(record.data["epochs"]))
+
+    rival(tmp_path / "pruned", 0, [0.5, 1.0])  # at 100% after 2 epochs
+    stopped = ffattention.run(config, tmp_path / "pruned", verbose=0)
+    assert stopped["finished"] and len(stopped["epochs"]) == 2
+    assert stopped["summary"]["epochs_to_100"] is None  # smoke-sized: 5 updates per epoch
+    assert stopped["summary"]["beaten_by"] == {
+        "run": "smoke-addition-T50-attention-lr0.01-seed0",
+        "epochs_to_100": 2,
+    }
+    cell = load_records(tmp_path / "pruned")
+    assert [r["config"]["learning_rate"] for r in best_over_learning_rates(cell)] == [1e-2]
+    assert "1 of 2 Table 1 runs stopped before their cap" in ffattention.render_table(cell)
+
+    rival(tmp_path / "full", 0, [1.0])
+    full = ffattention.run(config, tmp_path / "full", verbose=0, prune=False)
+    assert len(full["epochs"]) == 3 and "beaten_by" not in full["summary"]
+
+    rival(tmp_path / "other-seed", 1, [1.0])
+    alone = ffattention.run(config, tmp_path / "other-seed", verbose=0)
+    assert len(alone["epochs"]) == 3 and "beaten_by" not in alone["summary"]
+    custom = dataclasses.replace(config, preset=ffattention.config.CUSTOM)
+    assert ffattention.config.rivals(custom) == []
 
 
 def test_figure_takes_one_preset(tmp_path):

@@ -12,7 +12,9 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
   is computed by the fused chunked implementation (``chunked=True``; the record says which).
 - Protocol: Adam (0.9, 0.999), squared error, minibatches of 100 fresh sequences, an epoch is
   1000 updates, a fixed held-out test set of 1000 sequences scored after every epoch, stop at
-  100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell.
+  100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell
+  (per seed, then the median over seeds); in a ``grid`` a run also stops once another learning
+  rate of its cell and seed got to 100% in as many epochs (``config.rivals``; ``--no-prune``).
 - Variable length (Raffel 2.3): one model trained on lengths from 50 to 10000. As in Raffel's
   published code each minibatch draws one T0 in [50, 10000/1.1] and its sequences have lengths in
   [T0, 1.1 T0]; batches are zero-padded to a multiple of 512 steps and the padding is masked. The

@@ -100,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="+",
         help="seeds to run (default: the preset's; the temporal-order demo runs only seed 0)",
     )
+    grid.add_argument(
+        "--no-prune",
+        action="store_true",
+        help="train every Table 1 learning rate to 100%% or its cap; by default a run stops "
+        "once another learning rate of its cell (same task, T0, pooling, seed) got to 100%% "
+        "in as many epochs or fewer, which leaves the table unchanged (the paper reports the "
+        "best learning rate) and saves most of the epochs of the slow ones. A record already "
+        "stopped that way stays finished: delete it to train it in full",
+    )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(grid)
     add_data_parallel_option(grid)
@@ -145,7 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "grid":
         every = runs(args.preset, args.dtype_policy, args.seeds)
         configs = [c for c in every if not args.only or c.experiment in args.only]
-        status = grid_command(EXPERIMENT, args, argv, configs)
+        status = grid_command(
+            EXPERIMENT,
+            args,
+            argv,
+            configs,
+            run_one=lambda c: run(c, args.results, args.verbose, prune=not args.no_prune),
+        )
         if status:
             return status
     else:

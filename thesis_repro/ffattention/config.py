@@ -199,6 +199,18 @@ def runs(
     return [replace(c, dtype_policy=dtype_policy) for c in preset_runs(chosen, preset)]
 
 
+def rivals(config: RunConfig) -> list[RunConfig]:
+    """The runs ``config`` competes with for its Table 1 cell: the same task, T0, pooling and
+    seed of its preset at the preset's other learning rates. Raffel & Ellis report "the best
+    result achieved using any learning rate" (2.2), so once a rival is at 100% after ``b``
+    epochs, epochs after ``b`` cannot change the cell (``train.run`` stops there). None for the
+    other experiments and for a single ``run`` (preset ``custom``)."""
+    if config.experiment != "table1" or config.preset not in PRESETS:
+        return []
+    rates = PRESETS[config.preset].learning_rates.get(config.t0, ())
+    return [replace(config, learning_rate=lr) for lr in rates if lr != config.learning_rate]
+
+
 def summarize(epochs: list[dict]) -> dict[str, Any]:
     """Epochs to 100% test accuracy (None if never), final and best accuracy."""
     solved = [e["epoch"] for e in epochs if e["test_accuracy"] >= 1.0]

@@ -40,25 +40,26 @@ def _epochs_to_100(record: Record) -> float:
     return _summary(record)["epochs_to_100"] or math.inf
 
 
-def _learning_rate_key(seeds: list[Record]) -> tuple:
-    """Raffel & Ellis report the best learning rate: fewest epochs to 100%, else the best
-    accuracy. Over seeds: most seeds at 100%, then the median epochs, then the median accuracy."""
-    epochs = [_epochs_to_100(r) for r in seeds]
-    solved = sum(e < math.inf for e in epochs) / len(epochs)
-    accuracy = float(np.median([_summary(r)["final_test_accuracy"] or 0.0 for r in seeds]))
-    return (-solved, float(np.median(epochs)), -accuracy)
+def _run_key(record: Record) -> tuple:
+    """Raffel & Ellis report "the best result achieved using any learning rate" (2.2): fewest
+    epochs to 100%, else the best accuracy at the cap."""
+    return (_epochs_to_100(record), -(_summary(record)["final_test_accuracy"] or 0.0))
 
 
 def best_over_learning_rates(records: list[Record]) -> list[Record]:
-    """The runs (one per seed) of the best learning rate among ``records`` (one cell of
-    Table 1; :func:`_learning_rate_key`); empty for none."""
-    by_rate: dict[float, list[Record]] = {}
+    """The best run (:func:`_run_key`) of each seed among ``records`` (one cell of Table 1),
+    sorted by seed: the paper's statistic, once per seed; empty for none. A run stopped because
+    a rival got to 100% first (``beaten_by``) loses to that rival."""
+    by_seed: dict[int, list[Record]] = {}
     for record in records:
-        by_rate.setdefault(record["config"]["learning_rate"], []).append(record)
-    if not by_rate:
-        return []
-    best = min(by_rate.values(), key=_learning_rate_key)
-    return sorted(best, key=lambda r: r["config"]["seed"])
+        by_seed.setdefault(record["config"]["seed"], []).append(record)
+    return [min(by_seed[seed], key=_run_key) for seed in sorted(by_seed)]
+
+
+def _rates(seeds: list[Record]) -> str:
+    """``lr 0.001`` when every seed's best learning rate is the same, else one per seed."""
+    rates = [f"{r['config']['learning_rate']:g}" for r in seeds]
+    return f"lr {rates[0]}" if len(set(rates)) == 1 else f"lr {'/'.join(rates)}"
 
 
 def _number(value: float) -> str:
@@ -70,7 +71,7 @@ def _cell_text(seeds: list[Record]) -> str:
     and range of epochs to 100% (an unsolved seed counts as never), or of the accuracy."""
     if not seeds:
         return "–"
-    lr = f"lr {seeds[0]['config']['learning_rate']:g}"
+    lr = _rates(seeds)
     status = "" if all(r.get("finished") for r in seeds) else ", running"
     summaries = [_summary(r) for r in seeds]
     epochs = sorted(_epochs_to_100(r) for r in seeds)
@@ -138,12 +139,14 @@ def _render_preset(preset: str, records: list[Record]) -> str:
         f"### Raffel & Ellis Table 1 (preset `{preset}`): epochs to 100% test accuracy (bold), "
         "else accuracy at the cap",
         "",
-        "Each cell: ours (best learning rate among those run) / paper."
+        "Each cell: ours (best learning rate among those run, as the paper reports) / paper."
         + (
-            f" Seeds {', '.join(map(str, seeds))}: the median epochs to 100% over the seeds of "
-            "the best learning rate (a seed that never got there counts as never), [the range "
-            "over the seeds that did], how many did; where fewer than half did, the median "
-            "[range] of the accuracy at the cap. The paper reports one run per cell."
+            f" Seeds {', '.join(map(str, seeds))}: the paper's statistic once per seed (the "
+            "best learning rate of that seed, named per seed where they differ), then the "
+            "median epochs to 100% over the seeds (a seed that never got there counts as "
+            "never), [the range over the seeds that did], how many did; where fewer than half "
+            "did, the median [range] of the accuracy at the cap. The paper reports one run "
+            "per cell."
             if several
             else ""
         ),
@@ -164,6 +167,14 @@ def _render_preset(preset: str, records: list[Record]) -> str:
     temporal = [r for r in records if r["config"]["experiment"] == "temporal_order"]
     if temporal:
         lines += _temporal_lines(temporal)
+    beaten = [r for r in table1 if _summary(r).get("beaten_by")]
+    if beaten:
+        lines += [
+            "",
+            f"{len(beaten)} of {len(table1)} Table 1 runs stopped before their cap once "
+            "another learning rate of their cell and seed had got to 100% in as many epochs "
+            "(they could no longer change the cell; `grid --no-prune` trains them in full).",
+        ]
     if failed:
         lines += ["", failed_note(failed, " of these tables and the figure") + "."]
     if untrained:
@@ -292,7 +303,7 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
 
 
 def _legend(pooling: str, seeds: list[Record]) -> str:
-    lr = f"lr {seeds[0]['config']['learning_rate']:g}"
+    lr = _rates(seeds)
     return f"{pooling} ({lr})" if len(seeds) == 1 else f"{pooling} ({lr}, {len(seeds)} seeds)"
 
 

@@ -17,11 +17,12 @@ from thesis_repro.ffattention.config import (
     NAME,
     PAD_MULTIPLE,
     RunConfig,
+    rivals,
     summarize,
 )
 from thesis_repro.ffattention.model import raffel_model
 from thesis_repro.layers import ChunkedFeedForwardPooling
-from thesis_repro.records import RunRecord, compute_device
+from thesis_repro.records import CorruptRecord, RunRecord, compute_device, load_record
 from thesis_repro.settings import (
     RESULTS_DIR,
     data_workers,
@@ -119,17 +120,52 @@ def record_path(config: RunConfig, results_dir: Path = RESULTS_DIR) -> Path:
     return Path(results_dir) / NAME / config.experiment / f"{config.name}.json"
 
 
-def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) -> dict:
+def best_rival(config: RunConfig, results_dir: Path = RESULTS_DIR) -> tuple[int, str] | None:
+    """(epochs to 100%, name) of the rival (:func:`config.rivals`) that got there first among
+    the records in ``results_dir``, finished or still training; None while none has."""
+    best = None
+    for rival in rivals(config):
+        try:
+            data = load_record(record_path(rival, results_dir))
+        except CorruptRecord:
+            continue  # the report warns about it; it beats nobody
+        if data is None or data.get("config") != asdict(rival) or data.get("failed"):
+            continue
+        solved = summarize(data.get("epochs", []))["epochs_to_100"]
+        if solved is not None and (best is None or solved < best[0]):
+            best = (solved, rival.name)
+    return best
+
+
+def _beaten(record: RunRecord, config: RunConfig, results_dir: Path) -> tuple[int, str] | None:
+    """The rival that ``record``'s run can no longer beat or tie: at 100% after ``b`` epochs
+    while this run has done ``b`` or more without getting there; else None."""
+    best = best_rival(config, results_dir)
+    done = record.completed_epochs()
+    return best if best is not None and done >= best[0] and not _solved(record) else None
+
+
+def run(
+    config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1, prune: bool = True
+) -> dict:
     """Train one configuration to 100% test accuracy or its epoch cap; return its record.
 
-    Raises ``RunFailed`` when the training loss becomes NaN or infinite (the record says so:
-    ``records``), or when the run failed before.
+    ``prune``: a Table 1 run of a preset also stops once a rival learning rate of its cell got
+    to 100% in fewer epochs or as many (:func:`_beaten`); its summary names that rival
+    (``beaten_by``). The cell's value (the best learning rate's) is the same as without
+    pruning. Raises ``RunFailed`` when the training loss becomes NaN or infinite (the record
+    says so: ``records``), or when the run failed before.
     """
     record = RunRecord(record_path(config, results_dir), asdict(config)).start()
     if record.finished:
         if verbose:
             print(f"[skip] {config.name}: finished ({record.path})")
         return record.data
+    results_dir = Path(results_dir)
+
+    def beaten() -> tuple[int, str] | None:
+        return _beaten(record, config, results_dir) if prune else None
+
     classification = config.experiment == "temporal_order"
     longest = config.max_length if config.experiment == "variable" else config.t0
     chunk_size = ff_chunk_size()
@@ -163,9 +199,9 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
     callback = EpochCheckpoint(
         record,
         evaluate=lambda m: evaluate(m, test_batches, classification),
-        should_stop=lambda scores: scores["test_accuracy"] >= 1.0,
+        should_stop=lambda scores: scores["test_accuracy"] >= 1.0 or beaten() is not None,
     )
-    if done < config.max_epochs and not _solved(record):
+    if done < config.max_epochs and not _solved(record) and beaten() is None:
         device = compute_device()["device"]
         record.data["steps_per_execution"] = set_steps_per_execution(
             model, config.steps_per_epoch, steps_per_execution(device)
@@ -190,7 +226,13 @@ def run(config: RunConfig, results_dir: Path = RESULTS_DIR, verbose: int = 1) ->
         finally:
             batches.close()
     raise_if_failed(record)
-    record.finish(**summarize(record.data["epochs"]))
+    summary = summarize(record.data["epochs"])
+    rival = beaten() if summary["epochs_run"] < config.max_epochs else None
+    if rival is not None:
+        summary["beaten_by"] = {"run": rival[1], "epochs_to_100": rival[0]}
+        if verbose:
+            print(f"[stop] {config.name}: {rival[1]} got to 100% in {rival[0]} epochs")
+    record.finish(**summary)
     remove_checkpoints(record)
     return record.data
 
