@@ -242,6 +242,12 @@ def test_paper_preset_has_three_seeds_for_every_long_cell_and_variable_run():
     assert all(name.startswith("cpu-") for name in cpu_names)
     costly = [c.seed for c in paper if c.experiment == "table1" and c.t0 > 1000]
     assert costly == sorted(costly), "one whole table per seed"
+    rates = [
+        c.learning_rate
+        for c in paper
+        if (c.experiment, c.task, c.t0, c.pooling, c.seed) == ("table1", "addition", 50, "mean", 0)
+    ]
+    assert rates == [3e-3, 1e-3, 1e-2, 3e-4], "likely best first: it stops its rivals sooner"
     one = ffattention.runs("paper", seeds=(1,))
     assert {c.seed for c in one} == {1} and all(c.experiment != "temporal_order" for c in one)
     assert sum(c.experiment == "temporal_order" for c in ffattention.runs("paper", seeds=(0,))) == 1

@@ -6,6 +6,7 @@ A leaf module: it imports nothing else of the package.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -163,7 +164,7 @@ def preset_runs(preset: Preset, name: str) -> list[RunConfig]:
         for t0 in preset.t0s
         for task in preset.tasks
         for pooling in ("attention", "mean")
-        for lr in preset.learning_rates[t0]
+        for lr in likely_best_first(preset.learning_rates[t0])
     ]
     variable = [
         RunConfig(
@@ -197,6 +198,13 @@ def runs(
         temporal = tuple(s for s in chosen.temporal_seeds if s in seeds)
         chosen = replace(chosen, seeds=tuple(seeds), temporal_seeds=temporal)
     return [replace(c, dtype_policy=dtype_policy) for c in preset_runs(chosen, preset)]
+
+
+def likely_best_first(rates: tuple[float, ...]) -> list[float]:
+    """``rates`` nearest to 3e-3 first (by ratio): in the committed `cpu` records 3e-3 is the
+    best or tied-best learning rate of every solved cell, so a grid walked in order gets the
+    cell's best early and stops its rivals sooner (:func:`rivals`)."""
+    return sorted(rates, key=lambda lr: abs(math.log(lr / 3e-3)))
 
 
 def rivals(config: RunConfig) -> list[RunConfig]:
