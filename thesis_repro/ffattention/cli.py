@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train every Table 1 learning rate to 100%% or its cap; by default a run stops "
         "once another learning rate of its cell (same task, T0, pooling, seed) got to 100%% "
         "in as many epochs or fewer, which leaves the table unchanged (the paper reports the "
-        "best learning rate) and saves most of the epochs of the slow ones. A record already "
+        "best learning rate) and saves the slower ones' later epochs. A record already "
         "stopped that way stays finished: delete it to train it in full",
     )
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
