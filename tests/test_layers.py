@@ -351,38 +351,52 @@ def test_chunked_pooling_matches_equations_and_unfused_gradients(rng, pooling):
 
 @pytest.mark.parametrize("pooling", ["attention", "mean"])
 def test_chunked_pooling_in_bfloat16_accumulates_in_float32(rng, pooling):
-    """Under ``mixed_bfloat16`` (issue 14) the sums over T and the gradients accumulate in
-    float32: over 3,000 steps the output stays within 0.6 % of float32 (summing in bfloat16
-    drifts to ~1.3 %, measured), and the gradients within 2 %."""
-    lengths = np.array([3000, 2500, 10, 1500])
-    x = rng.normal(size=(4, 3000, 2)).astype("float32")
-    kernel = rng.normal(0, 0.7, (2, 64)).astype("float32")
-    bias = rng.normal(0, 0.1, 64).astype("float32")
-    w = rng.normal(0, 0.1, 64 if pooling == "attention" else 0).astype("float32")
-    b = np.float32(0.05)
+    """Under ``mixed_bfloat16`` (issue 14) the sums over T and the weights' gradients accumulate
+    in float32. Measured against float32 on the same (bfloat16-rounded) inputs, so that what is
+    left is bfloat16 arithmetic: on rows of 1,500 to 3,000 steps the output stays within 0.5 %
+    (0.38 % measured) and the gradients within 1 % (0.45 %); with the sums in bfloat16 the
+    output is off by 0.8-1.8 % and the kernel's and bias's gradients by 1.4-4.4 % (measured, TF
+    2.21 and JAX 0.10). The gradients are taken at slope 1: a leaky-ReLU kink turns a bfloat16
+    rounding of ``a`` near 0 into a 100x change of one element's gradient, whatever the
+    accumulator (8 % of the largest kernel gradient at slope 0.01, measured)."""
+    lengths = np.array([3000, 2500, 1500, 10])
+    long_rows = lengths >= 1500
+    bf16 = [
+        ops.convert_to_numpy(ops.cast(ops.cast(a, "bfloat16"), "float32"))
+        for a in (
+            rng.normal(size=(4, 3000, 2)),
+            rng.normal(0, 0.7, (2, 64)),
+            rng.normal(0, 0.1, 64),
+            rng.normal(0, 0.1, 64 if pooling == "attention" else 0),
+            0.05,
+        )
+    ]
     kernel_fn = _CHUNKED_KERNELS.get(keras.backend.backend(), _unfused_pool)
 
-    def pool(dtype: str, *arrays):
+    def pool(dtype: str, slope: float, *arrays):
         x, kernel, bias, w, b = (ops.cast(t, dtype) for t in arrays)
-        return kernel_fn(x, lengths, kernel, bias, w, b, 0.01, pooling == "attention", 64)
+        return kernel_fn(x, lengths, kernel, bias, w, b, slope, pooling == "attention", 64)
 
     def loss(dtype: str):
-        return lambda *arrays: ops.sum(ops.sin(ops.cast(pool(dtype, *arrays), "float32")) * 100)
+        def total(*arrays):
+            return ops.sum(ops.sin(ops.cast(pool(dtype, 1.0, *arrays), "float32")) * 100)
+
+        return total
 
     out = {}
     for dtype in ("float32", "bfloat16"):
-        c = ops.convert_to_numpy(pool(dtype, x, kernel, bias, w, b))
+        c = ops.convert_to_numpy(pool(dtype, 0.01, *bf16))
         assert c.dtype.name == dtype, "the output keeps the compute dtype"
-        out[dtype] = c.astype("float32")
-    scale = np.abs(out["float32"]).max()
-    assert np.abs(out["bfloat16"] - out["float32"]).max() / scale < 6e-3
-    exact = gradients(loss("float32"), x, kernel, bias, w, b)
-    mixed = gradients(loss("bfloat16"), x, kernel, bias, w, b)
-    for ours, theirs in zip(mixed, exact, strict=True):
+        out[dtype] = c.astype("float32")[long_rows]
+    scale = np.abs(out["float32"]).max(axis=1)
+    assert (np.abs(out["bfloat16"] - out["float32"]).max(axis=1) / scale).max() < 5e-3
+    exact = gradients(loss("float32"), *bf16)
+    mixed = gradients(loss("bfloat16"), *bf16)
+    for name, ours, theirs in zip(("x", "kernel", "bias", "w", "b"), mixed, exact, strict=True):
         assert ours.dtype == np.float32
         if theirs.size:
             error = np.abs(ours - theirs).max() / max(np.abs(theirs).max(), 1e-12)
-            assert error < 2e-2, error
+            assert error < 1e-2, (name, error)
 
 
 def test_chunked_pooling_saves_and_rejects_bad_input(rng, tmp_path):
