@@ -2,7 +2,8 @@
 
     python benchmarks/bench_lm.py                       # V = 7,251 (the cpu preset), 5 rounds
     python benchmarks/bench_lm.py --vocab 10000 --rounds 3 --steps 10
-    KERAS_BACKEND=jax python benchmarks/bench_lm.py --vocab 37373 --dtype-policy mixed_bfloat16
+    KERAS_BACKEND=jax python benchmarks/bench_lm.py --vocab 37373 --words 7000000 \
+        --dtype-policy mixed_bfloat16                   # the paper preset's shapes
 
 For the 5-gram and the 5-gram + 5 model, built and compiled exactly as ``python -m
 thesis_repro.lm`` trains them (``lm.build_model``: SGD, batch 1000, weight decay, full softmax),
@@ -180,6 +181,13 @@ def main(argv: list[str] | None = None) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--vocab", type=int, default=7251, help="V (default 7251, cpu preset)")
+    parser.add_argument(
+        "--words",
+        type=int,
+        default=200_000,
+        help="length of the synthetic token array the batches are cut from (default 200,000; "
+        "the paper preset's corpus has 7,000,000: random windows from it miss the caches)",
+    )
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
     parser.add_argument("--steps", type=int, default=10, help="updates per round (default 10)")
     parser.add_argument(
@@ -198,7 +206,9 @@ def main(argv: list[str] | None = None) -> None:
     keras.config.set_dtype_policy(args.dtype_policy)
     compute_dtype = keras.config.dtype_policy().compute_dtype
 
-    tokens = synthetic_tokens(args.vocab)
+    if args.words < BATCH + ORDER + 5:
+        parser.error(f"--words must be at least {BATCH + ORDER + 5} (one batch of targets)")
+    tokens = synthetic_tokens(args.vocab, args.words)
     targets = np.arange(ORDER + 5, len(tokens))
     variants = [(label, jit) for label in MODELS for jit in (False, True)]
     models, inputs = {}, {}
@@ -252,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"V = {args.vocab:,}, batch {BATCH}, S = {EMBEDDING}, H = {HIDDEN}; keras "
         f"{keras.__version__}, backend {keras.backend.backend()}, device {device_name()}, "
-        f"dtype policy {args.dtype_policy}; {os.cpu_count()} CPUs; {args.rounds} rounds x "
+        f"dtype policy {args.dtype_policy}; {os.cpu_count()} CPUs; {args.words:,} words; "
+        f"{args.rounds} rounds x "
         f"{args.steps} updates"
     )
     print(f"peak: square matmul in {compute_dtype} {peak / 1e9:.0f} GFLOP/s")
