@@ -267,17 +267,41 @@ def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets()
     cpu = [_cell_record("cpu", 1e-3, 0, [0.2, 0.4])]
     table = ffattention.render_table(fast + steady + cpu)
     cpu_part, paper_part = table.split("(preset `paper`)")
-    assert "(preset `cpu`)" in cpu_part and "40.0% after 2 / 1" in cpu_part
+    assert "(preset `cpu`)" in cpu_part
+    assert "40.0% after 2 (1 of 2 learning rates run) / 1" in cpu_part
     # Seed 0: lr 0.01 in 1 epoch; seeds 1 and 2: lr 0.001 (lr 0.01 never) in 4 and 3.
-    assert "**3** [1–4] (lr 0.01/0.001/0.001; 3 of 3 seeds) / 1" in paper_part
+    cell = "**3** [1–4] (lr 0.01/0.001/0.001; 3 of 3 seeds; 2 of 4 learning rates run) / 1"
+    assert cell in paper_part
     assert "40.0%" not in paper_part and "grid --preset cpu" not in paper_part
 
     # Fewer than half of the seeds at 100%: the median [range] of the accuracy at the cap.
     table = ffattention.render_table(fast)
-    assert "95.0% [95.0–100.0%] after 2 (lr 0.01; 100% in 1 of 3 seeds) / 1" in table
+    assert "95.0% [95.0–100.0%] after 2 (lr 0.01; 100% in 1 of 3 seeds; 1 of 4" in table
     # Two of three: the median is the slower solved seed's epochs.
     two = [*steady[:2], _cell_record("paper", 1e-3, 2, [0.5, 0.6])]
-    assert "**4** [2–4] (lr 0.001; 2 of 3 seeds) / 1" in ffattention.render_table(two)
+    assert "**4** [2–4] (lr 0.001; 2 of 3 seeds; 1 of 4" in ffattention.render_table(two)
+
+
+def test_a_partial_cell_says_what_it_lacks():
+    """A grid stopped midway must not read as finished: a cell whose seed has not run every
+    learning rate of its preset says how many ran (a rate still to run could beat the cell),
+    and a one-seed cell in a table of several seeds says so; a complete cell says neither."""
+    rates = ffattention.PRESETS["paper"].learning_rates[1000]
+    complete = [_cell_record("paper", lr, s, [0.5, 1.0]) for lr in rates for s in (0, 1, 2)]
+    table = ffattention.render_table(complete)
+    assert "**2** [2–2] (lr 0.0003; 3 of 3 seeds) / 1" in table
+    missing = [r for r in complete if r["config"]["learning_rate"] != rates[0]]
+    assert "3 of 3 seeds; 3 of 4 learning rates run) / 1" in ffattention.render_table(missing)
+    other_cell = ffattention.RunConfig(
+        "table1", "addition", 1000, "mean", rates[0], 0, preset="paper"
+    )
+    lone = {**complete[0], "config": dataclasses.asdict(other_cell)}
+    text = ffattention.render_table([*complete, lone])
+    assert "**2** (lr 0.0003; seed 0 only; 1 of 4 learning rates run) / 2" in text
+    unsolved = {**lone, "epochs": [{"epoch": 1, "test_accuracy": 0.5, "test_loss": 0.0}]}
+    unsolved["summary"] = ffattention.summarize(unsolved["epochs"])
+    text = ffattention.render_table([*complete, unsolved])
+    assert "50.0% after 1 (seed 0 only; 1 of 4 learning rates run) / 2" in text
 
 
 def test_a_run_stops_once_a_rival_learning_rate_got_to_100_percent_first(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ from thesis_repro.ffattention.config import (
     PAPER_T0S,
     PAPER_TABLE1,
     PAPER_VARIABLE,
+    PRESETS,
     summarize,
 )
 from thesis_repro.plots import pyplot, save_figure
@@ -66,32 +67,59 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-def _cell_text(seeds: list[Record]) -> str:
+def _cell_text(seeds: list[Record], notes: tuple[str, ...] = ()) -> str:
     """One run: epochs to 100% (bold) or the accuracy at the cap. Several seeds: the median
-    and range of epochs to 100% (an unsolved seed counts as never), or of the accuracy."""
+    and range of epochs to 100% (an unsolved seed counts as never), or of the accuracy.
+    ``notes`` (:func:`coverage_notes`) go into the parenthesis."""
     if not seeds:
         return "–"
     lr = _rates(seeds)
     status = "" if all(r.get("finished") for r in seeds) else ", running"
+    tail = "".join(f"; {note}" for note in notes)
     summaries = [_summary(r) for r in seeds]
     epochs = sorted(_epochs_to_100(r) for r in seeds)
     if len(seeds) == 1:
         if epochs[0] < math.inf:
-            return f"**{summaries[0]['epochs_to_100']}** ({lr})"
+            return f"**{summaries[0]['epochs_to_100']}** ({lr}{tail})"
         accuracy = 100 * summaries[0]["final_test_accuracy"]
-        return f"{accuracy:.1f}% after {summaries[0]['epochs_run']}{status}"
+        text = f"{accuracy:.1f}% after {summaries[0]['epochs_run']}{status}"
+        return f"{text} ({'; '.join(notes)})" if notes else text
     solved = [e for e in epochs if e < math.inf]
     counted = f"{len(solved)} of {len(seeds)} seeds"
     median = float(np.median(epochs))
     if median < math.inf:
         spread = f"{_number(solved[0])}–{_number(solved[-1])}"
-        return f"**{_number(median)}** [{spread}] ({lr}; {counted}{status})"
+        return f"**{_number(median)}** [{spread}] ({lr}; {counted}{tail}{status})"
     accuracies = [100 * s["final_test_accuracy"] for s in summaries]
     runs = max(s["epochs_run"] for s in summaries)
     return (
         f"{np.median(accuracies):.1f}% [{min(accuracies):.1f}–{max(accuracies):.1f}%] after "
-        f"{runs} ({lr}; 100% in {counted}{status})"
+        f"{runs} ({lr}; 100% in {counted}{tail}{status})"
     )
+
+
+def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...]:
+    """What a Table 1 cell still lacks, so a partial grid never reads as a finished cell: the
+    only seed of a cell in a table of several (``seed 0 only``), and learning rates of the
+    preset not yet run for some seed (``1 of 4 learning rates run``: a rate still to run could
+    beat the cell's value). Presets unknown to :data:`PRESETS` have no list of rates."""
+    if not cell:
+        return ()
+    notes = []
+    seeds = sorted({r["config"]["seed"] for r in cell})
+    if len(seeds) == 1 and len(table_seeds) > 1:
+        notes.append(f"seed {seeds[0]} only")
+    config = cell[0]["config"]
+    preset = PRESETS.get(config["preset"])
+    expected = set(preset.learning_rates.get(config["t0"], ())) if preset else set()
+    if expected:
+        run = min(
+            len({r["config"]["learning_rate"] for r in cell if r["config"]["seed"] == s} & expected)
+            for s in seeds
+        )
+        if run < len(expected):
+            notes.append(f"{run} of {len(expected)} learning rates run")
+    return tuple(notes)
 
 
 def _paper_text(value: int | float) -> str:
@@ -154,13 +182,23 @@ def _render_preset(preset: str, records: list[Record]) -> str:
         "| task, pooling | " + " | ".join(f"T0 = {t}" for t in t0s) + " |",
         "|---|" + "---|" * len(t0s),
     ]
+    partial = False
     for (task, pooling), paper in PAPER_TABLE1.items():
-        cells = [
-            f"{_cell_text(best_over_learning_rates(_cell(table1, task, pooling, t0)))} / "
-            f"{_paper_text(paper[t0]) if t0 in paper else '–'}"
-            for t0 in t0s
-        ]
+        cells = []
+        for t0 in t0s:
+            cell = _cell(table1, task, pooling, t0)
+            notes = coverage_notes(cell, seeds)
+            partial = partial or bool(notes)
+            ours = _cell_text(best_over_learning_rates(cell), notes)
+            cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
+    if partial:
+        lines += [
+            "",
+            "Partial cells (the grid has not finished them) say what they lack: `seed 0 only` "
+            "(one seed of the table's several), `k of n learning rates run` (a rate still to "
+            "run could lower the cell's epochs; `grid` resumes there).",
+        ]
     variable = [r for r in records if r["config"]["experiment"] == "variable"]
     if variable:
         lines += _variable_lines(variable)
