@@ -207,15 +207,21 @@ def likely_best_first(rates: tuple[float, ...]) -> list[float]:
     return sorted(rates, key=lambda lr: abs(math.log(lr / 3e-3)))
 
 
+def preset_learning_rates(preset: str, t0: int) -> tuple[float, ...]:
+    """The learning rates that preset ``preset`` runs at ``t0`` in Table 1; none for a name
+    that is not in :data:`PRESETS` (a single ``run``: preset ``custom``)."""
+    return PRESETS[preset].learning_rates.get(t0, ()) if preset in PRESETS else ()
+
+
 def rivals(config: RunConfig) -> list[RunConfig]:
     """The runs ``config`` competes with for its Table 1 cell: the same task, T0, pooling and
     seed of its preset at the preset's other learning rates. Raffel & Ellis report "the best
     result achieved using any learning rate" (2.2), so once a rival is at 100% after ``b``
     epochs, epochs after ``b`` cannot change the cell (``train.run`` stops there). None for the
     other experiments and for a single ``run`` (preset ``custom``)."""
-    if config.experiment != "table1" or config.preset not in PRESETS:
+    if config.experiment != "table1":
         return []
-    rates = PRESETS[config.preset].learning_rates.get(config.t0, ())
+    rates = preset_learning_rates(config.preset, config.t0)
     return [replace(config, learning_rate=lr) for lr in rates if lr != config.learning_rate]
 
 

@@ -15,7 +15,7 @@ from thesis_repro.ffattention.config import (
     PAPER_T0S,
     PAPER_TABLE1,
     PAPER_VARIABLE,
-    PRESETS,
+    preset_learning_rates,
     summarize,
 )
 from thesis_repro.plots import pyplot, save_figure
@@ -102,7 +102,7 @@ def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...
     """What a Table 1 cell still lacks, so a partial grid never reads as a finished cell: the
     only seed of a cell in a table of several (``seed 0 only``), and learning rates of the
     preset not yet run for some seed (``1 of 4 learning rates run``: a rate still to run could
-    beat the cell's value). Presets unknown to :data:`PRESETS` have no list of rates."""
+    beat the cell's value; none for a preset without a list of rates)."""
     if not cell:
         return ()
     notes = []
@@ -110,8 +110,7 @@ def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...
     if len(seeds) == 1 and len(table_seeds) > 1:
         notes.append(f"seed {seeds[0]} only")
     config = cell[0]["config"]
-    preset = PRESETS.get(config["preset"])
-    expected = set(preset.learning_rates.get(config["t0"], ())) if preset else set()
+    expected = set(preset_learning_rates(config["preset"], config["t0"]))
     if expected:
         run = min(
             len({r["config"]["learning_rate"] for r in cell if r["config"]["seed"] == s} & expected)
