@@ -285,7 +285,8 @@ def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets()
 def test_a_partial_cell_says_what_it_lacks():
     """A grid stopped midway must not read as finished: a cell whose seed has not run every
     learning rate of its preset says how many ran (a rate still to run could beat the cell),
-    and a one-seed cell in a table of several seeds says so; a complete cell says neither."""
+    and a cell with only some of the table's seeds names those it has; a complete cell says
+    neither."""
     rates = ffattention.PRESETS["paper"].learning_rates[1000]
     complete = [_cell_record("paper", lr, s, [0.5, 1.0]) for lr in rates for s in (0, 1, 2)]
     table = ffattention.render_table(complete)
@@ -302,6 +303,13 @@ def test_a_partial_cell_says_what_it_lacks():
     unsolved["summary"] = ffattention.summarize(unsolved["epochs"])
     text = ffattention.render_table([*complete, unsolved])
     assert "50.0% after 1 (seed 0 only; 1 of 4 learning rates run) / 2" in text
+    seeds_0_2 = [
+        {**lone, "config": {**lone["config"], "seed": s, "learning_rate": lr}}
+        for s in (0, 2)
+        for lr in rates
+    ]
+    text = ffattention.render_table([*complete, *seeds_0_2])
+    assert "**2** [2–2] (lr 0.0003; 2 of 2 seeds; seeds 0, 2 only) / 2" in text
 
 
 def test_a_run_stops_once_a_rival_learning_rate_got_to_100_percent_first(tmp_path, monkeypatch):

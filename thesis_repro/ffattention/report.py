@@ -100,15 +100,16 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...] = ()) -> str:
 
 def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...]:
     """What a Table 1 cell still lacks, so a partial grid never reads as a finished cell: the
-    only seed of a cell in a table of several (``seed 0 only``), and learning rates of the
-    preset not yet run for some seed (``1 of 4 learning rates run``: a rate still to run could
-    beat the cell's value; none for a preset without a list of rates)."""
+    seeds it has where the table has more (``seed 0 only``, ``seeds 0, 1 only``), and learning
+    rates of the preset not yet run for some seed (``1 of 4 learning rates run``: a rate still
+    to run could beat the cell's value; none for a preset without a list of rates)."""
     if not cell:
         return ()
     notes = []
     seeds = sorted({r["config"]["seed"] for r in cell})
-    if len(seeds) == 1 and len(table_seeds) > 1:
-        notes.append(f"seed {seeds[0]} only")
+    if set(table_seeds) - set(seeds):
+        named = "seed" if len(seeds) == 1 else "seeds"
+        notes.append(f"{named} {', '.join(map(str, seeds))} only")
     config = cell[0]["config"]
     expected = set(preset_learning_rates(config["preset"], config["t0"]))
     if expected:
@@ -195,8 +196,8 @@ def _render_preset(preset: str, records: list[Record]) -> str:
         lines += [
             "",
             "Partial cells (the grid has not finished them) say what they lack: `seed 0 only` "
-            "(one seed of the table's several), `k of n learning rates run` (a rate still to "
-            "run could lower the cell's epochs; `grid` resumes there).",
+            "or `seeds 0, 1 only` (some of the table's seeds), `k of n learning rates run` (a "
+            "rate still to run could lower the cell's epochs; `grid` resumes there).",
         ]
     variable = [r for r in records if r["config"]["experiment"] == "variable"]
     if variable:
