@@ -106,6 +106,9 @@ def test_every_experiment_fulfils_the_contract(name: str) -> None:
     assert {"smoke", "cpu", "paper"} <= set(exp.presets)
     runs = exp.runs("smoke")
     assert runs and all(exp.describe(config) for config in runs)
+    paths = {exp.record_path(config, Path("r")) for config in runs}
+    assert len(paths) == len(runs), "every run has its own record"
+    assert all(p.suffix == ".json" and p.parts[:2] == ("r", name) for p in paths)
     for file in ("config", "model", "train", "report", "cli", "__main__"):
         assert f"thesis_repro.{name}.{file}" in MODULES, f"{name} has no {file}.py"
     # config.py is a leaf of its package: it imports nothing else of it

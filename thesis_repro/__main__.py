@@ -5,6 +5,7 @@
     python -m thesis_repro reproduce --preset cpu --data ../shared/data
     python -m thesis_repro reproduce --preset paper --jobs 8   # a GPU: 8 runs side by side
     python -m thesis_repro report                        # tables and figures from the records
+    python -m thesis_repro status --preset paper --list  # what is left of a preset (no training)
 
 ``reproduce`` runs, in this order, the grids of a preset (``smoke``, ``cpu`` or ``paper``, as
 defined in each experiment's ``config.py``; the experiments are listed in
@@ -46,7 +47,8 @@ from thesis_repro.cli import (
 )
 from thesis_repro.corpus import CorpusError
 from thesis_repro.experiment import Reproduction, experiments
-from thesis_repro.lm import LMError
+from thesis_repro.lm import LMError, table_sources
+from thesis_repro.progress import preset_status, render_status
 from thesis_repro.records import (
     CorruptRecord,
     RunConflict,
@@ -144,6 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render tables and figures from the records")
+    status = sub.add_parser(
+        "status",
+        help="how far a preset has got: runs finished, running, interrupted, not started",
+        description="Count every run of a preset by state (finished, failed, running, "
+        "interrupted, not started) per experiment and table, from the records alone; nothing "
+        "trains. The language-model tables are listed only where their corpus is found.",
+    )
+    status.add_argument("--preset", choices=PRESETS, required=True, help="the preset to count")
+    status.add_argument(
+        "--list", action="store_true", help="also name every run not finished, with its state"
+    )
+    add_results_option(status, RESULTS_DIR)
     rerun = sub.add_parser(
         "reproduce",
         help="run every experiment of a preset (finished runs are skipped), then report",
@@ -157,12 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="smoke: minutes, toy data, for the tests; cpu: hours on a CPU; paper: the "
         "papers' protocols (GPU)",
     )
-    rerun.add_argument(
-        "--data",
-        metavar="DIR",
-        default=data_dir(),
-        help=f"folder of the LM corpora (eltec-pol/, ptb/); default ${DATA_ENV}",
-    )
+    for command in (rerun, status):
+        command.add_argument(
+            "--data",
+            metavar="DIR",
+            default=data_dir(),
+            help=f"folder of the LM corpora (eltec-pol/, ptb/); default ${DATA_ENV}",
+        )
     add_verbose_option(rerun)
     add_jobs_option(rerun)
     rerun.add_argument(
@@ -185,6 +200,15 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry; bad input ends with one ``error: ...`` line and exit status 2, a
     failed run (after the report is written) with status 1."""
     args = build_parser().parse_args(argv)
+    if args.command == "status":
+        if args.data is not None:
+            os.environ[DATA_ENV] = str(args.data)  # where lm.runs looks for the corpora
+        statuses = preset_status(args.preset, args.results, experiments())
+        print(render_status(statuses, args.preset, args.list))
+        _, skipped = table_sources(args.preset, args.data)  # corpora not found: not counted
+        if skipped:
+            print(skipped)
+        return 0
     readme = None if args.no_readme else README_PATH
     if args.command == "report":
         write_report(args.results, args.figures, args.report, readme)

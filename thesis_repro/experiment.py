@@ -53,7 +53,9 @@ class Experiment:
 
     ``runs(preset)``: every run configuration of a preset; ``run(config, results_dir,
     verbose)``: train one (skipping a finished run, resuming an interrupted one) and return its
-    record; ``describe(config)``: one line naming a run; ``report(results_dir, figures_dir)``:
+    record; ``record_path(config, results_dir)``: where that record is (``progress`` reads it);
+    ``describe(config)``: one line naming a run (``group: name`` where the experiment has
+    several tables); ``report(results_dir, figures_dir)``:
     render tables and figures from the records and return the Markdown; ``steps``: the steps of
     ``reproduce`` (default: one grid over ``runs(preset)``).
     """
@@ -64,6 +66,7 @@ class Experiment:
     presets: Mapping[str, Any]
     runs: Callable[[str], Sequence[Any]]
     run: Callable[[Any, Path, int], dict[str, Any]]
+    record_path: Callable[[Any, Path], Path]
     describe: Callable[[Any], str]
     report: Callable[[Path, Path], str]
     figure_prefixes: tuple[str, ...] = ()  # figures/<prefix>*.pdf (default: <name>_)

@@ -213,6 +213,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def held(record_path: str | os.PathLike) -> bool:
+    """Whether a process holds the run at ``record_path``: its lock exists and, when taken on
+    this host, its process is alive (a lock from another host counts as held)."""
+    try:
+        owner = lock_path(record_path).read_text().strip()
+    except FileNotFoundError:
+        return False
+    return not _stale(owner)
+
+
+def _stale(owner: str) -> bool:
+    """Whether the lock owner ``"host pid"`` is a process of this host that is gone."""
+    owner_host, _, pid = owner.partition(" ")
+    return owner_host == socket.gethostname() and pid.isdigit() and not _alive(int(pid))
+
+
 def claim(record_path: str | os.PathLike) -> Path:
     """Take the lock of the run recorded at ``record_path`` (re-entrant within a process).
 
@@ -221,7 +237,7 @@ def claim(record_path: str | os.PathLike) -> Path:
     """
     lock = lock_path(record_path)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    host, me = socket.gethostname(), f"{socket.gethostname()} {os.getpid()}"
+    me = f"{socket.gethostname()} {os.getpid()}"
     for _ in range(3):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -232,10 +248,10 @@ def claim(record_path: str | os.PathLike) -> Path:
                 continue  # released between our open and read: try again
             if owner == me:
                 return lock
-            owner_host, _, pid = owner.partition(" ")
-            if owner_host == host and pid.isdigit() and not _alive(int(pid)):
-                lock.unlink(missing_ok=True)  # stale: its process is gone
+            if _stale(owner):
+                lock.unlink(missing_ok=True)  # its process is gone
                 continue
+            owner_host, _, pid = owner.partition(" ")
             raise RunBusy(
                 f"{Path(record_path).name} is being run by process {pid or '?'} on "
                 f"{owner_host or '?'} (if no such process runs, delete {lock})"

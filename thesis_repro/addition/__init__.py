@@ -92,6 +92,7 @@ EXPERIMENT = Experiment(
     presets=PRESETS,
     runs=runs,
     run=run,
+    record_path=record_path,
     describe=describe,
     report=report,
 )

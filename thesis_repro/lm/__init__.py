@@ -229,6 +229,7 @@ EXPERIMENT = Experiment(
     presets=PRESETS,
     runs=runs,
     run=run_config,
+    record_path=record_path,
     describe=describe,
     report=render_tables,
     figure_prefixes=("lm_", "attention_"),  # attention_*: thesis 3.2.4 examples

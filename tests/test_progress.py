@@ -1,0 +1,95 @@
+"""``python -m thesis_repro status``: every run of a preset by state, from records and locks
+(thesis_repro.progress)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from thesis_repro import __main__ as cli
+from thesis_repro.experiment import experiment, experiments
+from thesis_repro.progress import preset_status, render_status
+from thesis_repro.records import held, lock_path
+from thesis_repro.settings import DATA_ENV
+
+
+def _write(path: Path, **record: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"config": {}, **record}))
+
+
+def test_held_means_a_live_process_or_another_host_has_the_lock(tmp_path):
+    record = tmp_path / "run.json"
+    assert not held(record)
+    lock_path(record).write_text(f"{socket.gethostname()} {os.getpid()}")
+    assert held(record)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    lock_path(record).write_text(f"{socket.gethostname()} {gone.pid}")
+    assert not held(record), "a dead process's lock is stale"
+    lock_path(record).write_text("some-other-host 1")
+    assert held(record), "a lock of another host cannot be checked: it counts as held"
+
+
+def test_every_state_is_counted_per_table_and_listed(tmp_path):
+    """One run of the Raffel & Ellis `cpu` grid in each state; the rest not started."""
+    ffattention = experiment("ffattention")
+    configs = [c for c in ffattention.runs("cpu") if c.experiment == "table1"]
+    finished, failed, running, interrupted = configs[:4]
+    path = {c: ffattention.record_path(c, tmp_path) for c in configs[:4]}
+    _write(path[finished], epochs=[{}, {}], finished=True, wall_seconds=30.0)
+    _write(path[failed], epochs=[{}], finished=False, failed={"reason": "nan", "step": 3})
+    _write(path[running], epochs=[{}], finished=False, wall_seconds=10.0)
+    lock_path(path[running]).write_text(f"{socket.gethostname()} {os.getpid()}")
+    _write(path[interrupted], epochs=[{}, {}, {}], finished=False, wall_seconds=20.0)
+
+    statuses = preset_status("cpu", tmp_path, [ffattention])
+    states = {s.name: s.state for s in statuses}
+    assert len(statuses) == len(ffattention.runs("cpu"))
+    assert [states[c.name] for c in configs[:4]] == [
+        "finished", "failed", "running", "interrupted",
+    ]  # fmt: skip
+    assert all(states[c.name] == "not started" for c in configs[4:])
+
+    table = render_status(statuses, "cpu", list_runs=True)
+    rest = len(configs) - 4
+    line = next(x for x in table.splitlines() if x.strip().startswith("ffattention table1"))
+    assert line.endswith(
+        f"1 of {len(configs)} finished, 1 failed, 1 running, 1 interrupted, {rest} not started"
+        "; 60 s recorded"
+    )
+    assert f"interrupted  {interrupted.name} (3 epochs)" in table
+    assert f"running      {running.name} (1 epochs)" in table
+    assert finished.name not in table, "a finished run is counted, not listed"
+    assert "ffattention table1" in render_status(statuses, "cpu")
+    assert interrupted.name not in render_status(statuses, "cpu"), "--list only"
+
+
+def test_status_command_counts_every_experiment_and_names_missing_corpora(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))  # restored afterwards: --data sets it
+    total = sum(len(e.runs("smoke")) for e in experiments())
+    assert cli.main(["status", "--preset", "smoke", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"preset smoke: {total} runs")
+    assert "all" in out and f"0 of {total} finished, {total} not started" in out
+    for name in ("ffattention table1", "addition", "lm table 3.1"):
+        assert f"  {name} " in out
+    missing = tmp_path / "no-corpora"
+    assert cli.main(["status", "--preset", "cpu", "--data", str(missing)]) == 0
+    out = capsys.readouterr().out
+    assert "lm " not in out and f"the corpus directory {missing} does not exist" in out
+    assert not list(tmp_path.rglob("*.json")), "status writes nothing"
+
+
+def test_status_refuses_an_unknown_preset(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["status", "--preset", "huge"])
+    assert exit_.value.code == 2 and "invalid choice: 'huge'" in capsys.readouterr().err
