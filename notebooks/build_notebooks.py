@@ -156,10 +156,10 @@ def ffattention_cells() -> list[nbformat.NotebookNode]:
         ),
         code(
             """
-            # One figure per preset: a `cpu` run and a `paper` run of a cell are never mixed.
-            for preset in ffattention.presets_of(records):
-                group = [r for r in records if r["config"]["preset"] == preset]
-                show(ffattention.render_figure(group, SCRATCH / f"ffattention_accuracy_{preset}.png"))
+            # One figure per table (preset and dtype policy): a `cpu` run and a `paper` run of
+            # a cell are never mixed.
+            for key, group in ffattention.tables_of(records).items():
+                show(ffattention.render_figure(group, SCRATCH / f"ffattention_accuracy_{key}.png"))
             """
         ),
         md(

@@ -363,6 +363,38 @@ def test_figure_takes_one_preset(tmp_path):
     assert ffattention.render_figure(records, tmp_path / "f.pdf").stat().st_size > 1000
     with pytest.raises(ValueError, match="one preset"):
         ffattention.render_figure([*records, _cell_record("cpu", 1e-3, 0, [1.0])], tmp_path / "g")
+    with pytest.raises(ValueError, match="dtype policy"):
+        ffattention.render_figure([*records, _mixed(records[0])], tmp_path / "h")
+
+
+def _mixed(record: dict) -> dict:
+    """``record`` trained under mixed_bfloat16 instead (its own run: name and config)."""
+    return {**record, "config": {**record["config"], "dtype_policy": "mixed_bfloat16"}}
+
+
+def test_a_mixed_precision_run_gets_its_own_table_and_figure(tmp_path):
+    """A `paper` run under mixed_bfloat16 is a run of its own (dtype policy in its name) and
+    never joins the float32 cell, even when it is faster: it has its own table, after the
+    float32 one, and its own figure."""
+    float32 = [_cell_record("paper", 1e-3, 0, [0.5, 0.9, 1.0])]
+    bfloat16 = [_mixed(_cell_record("paper", 1e-2, 0, [1.0]))]
+    tables = ffattention.tables_of([*bfloat16, *float32])
+    assert list(tables) == ["paper", "paper-mixed_bfloat16"]
+    text = ffattention.render_table([*bfloat16, *float32])
+    plain, mixed = text.split("(preset `paper`, dtype policy mixed_bfloat16)")
+    assert "(preset `paper`)" in plain and "**3** (lr 0.001" in plain and "**1**" not in plain
+    assert "**1** (lr 0.01" in mixed and "**3**" not in mixed
+    results = tmp_path / "results" / "ffattention" / "table1"
+    for record in [*float32, *bfloat16]:
+        config = ffattention.RunConfig(**record["config"])
+        results.mkdir(parents=True, exist_ok=True)
+        (results / f"{config.name}.json").write_text(json.dumps(record))
+    ffattention.report(tmp_path / "results", tmp_path / "figures")
+    names = sorted(p.name for p in (tmp_path / "figures").glob("*.pdf"))
+    assert names == [
+        "ffattention_accuracy_paper-mixed_bfloat16.pdf",
+        "ffattention_accuracy_paper.pdf",
+    ]
 
 
 def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(

@@ -43,7 +43,13 @@ from thesis_repro.ffattention.config import (
     runs,
     summarize,
 )
-from thesis_repro.ffattention.report import presets_of, render_figure, render_table, report
+from thesis_repro.ffattention.report import (
+    render_figure,
+    render_table,
+    report,
+    table_key,
+    tables_of,
+)
 from thesis_repro.ffattention.train import evaluate, record_path, run, test_set
 
 
@@ -71,7 +77,6 @@ __all__ = [
     "RunConfig",
     "evaluate",
     "preset_runs",
-    "presets_of",
     "record_path",
     "render_figure",
     "render_table",
@@ -79,5 +84,7 @@ __all__ = [
     "run",
     "runs",
     "summarize",
+    "table_key",
+    "tables_of",
     "test_set",
 ]

@@ -4,7 +4,9 @@ rendered from the records alone."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
@@ -134,27 +136,50 @@ def _cell(records: list[Record], task: str, pooling: str, t0: int) -> list[Recor
     ]
 
 
-def presets_of(records: list[Record]) -> list[str]:
-    """The presets that ``records`` belong to, in table order."""
-    found = {r["config"]["preset"] for r in records}
-    known = [p for p in PRESET_ORDER if p in found]
-    return known + sorted(found - set(known))
+def table_key(config: Mapping[str, Any]) -> str:
+    """The table a run belongs to: its preset (``paper``), with its dtype policy where that is
+    not float32 (``paper-mixed_bfloat16``), so a mixed-precision run never joins a float32
+    cell; also the figure's name (:func:`figure_name`)."""
+    policy = config.get("dtype_policy", "float32")
+    return config["preset"] if policy == "float32" else f"{config['preset']}-{policy}"
+
+
+def _title(config: Mapping[str, Any]) -> str:
+    """``preset `paper``` or ``preset `paper`, dtype policy mixed_bfloat16``."""
+    policy = config.get("dtype_policy", "float32")
+    return f"preset `{config['preset']}`" + (
+        "" if policy == "float32" else f", dtype policy {policy}"
+    )
+
+
+def tables_of(records: list[Record]) -> dict[str, list[Record]]:
+    """``records`` split by :func:`table_key`, in table order (presets as in ``PRESET_ORDER``,
+    float32 before mixed precision)."""
+    tables: dict[str, list[Record]] = {}
+    for record in records:
+        tables.setdefault(table_key(record["config"]), []).append(record)
+
+    def order(key: str) -> tuple[int, str, int, str]:
+        config = tables[key][0]["config"]
+        preset = config["preset"]
+        rank = PRESET_ORDER.index(preset) if preset in PRESET_ORDER else len(PRESET_ORDER)
+        return rank, preset, key != preset, key
+
+    return {key: tables[key] for key in sorted(tables, key=order)}
 
 
 def render_table(records: list[Record]) -> str:
-    """Markdown: per preset (never mixed), Table 1 (ours beside the paper), the
-    variable-length and temporal-order runs, and where and how long they ran.
+    """Markdown: per preset and dtype policy (never mixed: :func:`tables_of`), Table 1 (ours
+    beside the paper), the variable-length and temporal-order runs, and where and how long
+    they ran.
 
     Failed runs, and runs without a finished epoch, are left out and named at the end.
     """
-    sections = [
-        _render_preset(preset, [r for r in records if r["config"]["preset"] == preset])
-        for preset in presets_of(records)
-    ]
-    return "\n".join(sections) if sections else _render_preset("cpu", [])
+    sections = [_render_preset(_title(t[0]["config"]), t) for t in tables_of(records).values()]
+    return "\n".join(sections) if sections else _render_preset("preset `cpu`", [])
 
 
-def _render_preset(preset: str, records: list[Record]) -> str:
+def _render_preset(title: str, records: list[Record]) -> str:
     everything = records
     records, failed = split_failed(records)
     untrained = [r for r in records if not r.get("epochs")]
@@ -164,7 +189,7 @@ def _render_preset(preset: str, records: list[Record]) -> str:
     t0s = sorted({r["config"]["t0"] for r in table1}) or list(PAPER_T0S)
     several = len(seeds) > 1
     lines = [
-        f"### Raffel & Ellis Table 1 (preset `{preset}`): epochs to 100% test accuracy (bold), "
+        f"### Raffel & Ellis Table 1 ({title}): epochs to 100% test accuracy (bold), "
         "else accuracy at the cap",
         "",
         "Each cell: ours (best learning rate among those run, as the paper reports) / paper."
@@ -276,9 +301,9 @@ def _temporal_lines(records: list[Record]) -> list[str]:
     return lines
 
 
-def figure_name(preset: str) -> str:
-    """The file name of a preset's figure."""
-    return f"{NAME}_accuracy_{preset}.pdf"
+def figure_name(table: str) -> str:
+    """The file name of a table's figure (``table``: :func:`table_key`)."""
+    return f"{NAME}_accuracy_{table}.pdf"
 
 
 def render_figure(records: list[Record], path: Path) -> Path | None:
@@ -287,8 +312,10 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
     (``render_table`` names them)."""
     plt = pyplot()
     records, _ = split_failed(records)
-    if len({r["config"]["preset"] for r in records}) > 1:
-        raise ValueError("render_figure takes the records of one preset (presets are not mixed)")
+    if len({table_key(r["config"]) for r in records}) > 1:
+        raise ValueError(
+            "render_figure takes the records of one preset and dtype policy (never mixed)"
+        )
     table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:
         return None
@@ -330,9 +357,8 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
             if row == len(task_names) - 1:
                 ax.set_xlabel("epoch (1000 updates)")
             ax.legend(fontsize=6, loc="lower right")
-    preset = table1[0]["config"]["preset"]
     fig.suptitle(
-        f"Feed-forward attention vs unweighted mean, preset {preset} "
+        f"Feed-forward attention vs unweighted mean, {_title(table1[0]['config'])} "
         "(dotted: paper's epochs to 100%)",
         fontsize=10,
     )
@@ -346,13 +372,12 @@ def _legend(pooling: str, seeds: list[Record]) -> str:
 
 
 def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
-    """Write ``<results>/ffattention/table.md`` and a figure per preset,
-    ``figures/ffattention_accuracy_<preset>.pdf``."""
+    """Write ``<results>/ffattention/table.md`` and a figure per table,
+    ``figures/ffattention_accuracy_<preset>[-<dtype policy>].pdf``."""
     records = load_records(Path(results_dir) / NAME)
     table = render_table(records)
     (Path(results_dir) / NAME).mkdir(parents=True, exist_ok=True)
     (Path(results_dir) / NAME / "table.md").write_text(table)
-    for preset in presets_of(records):
-        group = [r for r in records if r["config"]["preset"] == preset]
-        render_figure(group, Path(figures_dir) / figure_name(preset))
+    for key, group in tables_of(records).items():
+        render_figure(group, Path(figures_dir) / figure_name(key))
     return table
