@@ -144,12 +144,12 @@ def table_key(config: Mapping[str, Any]) -> str:
     return config["preset"] if policy == "float32" else f"{config['preset']}-{policy}"
 
 
-def _title(config: Mapping[str, Any]) -> str:
-    """``preset `paper``` or ``preset `paper`, dtype policy mixed_bfloat16``."""
+def _title(config: Mapping[str, Any], markdown: bool = True) -> str:
+    """``preset `paper``` or ``preset `paper`, dtype policy mixed_bfloat16`` (without the
+    backticks for a figure): the words for :func:`table_key`."""
+    preset = f"`{config['preset']}`" if markdown else config["preset"]
     policy = config.get("dtype_policy", "float32")
-    return f"preset `{config['preset']}`" + (
-        "" if policy == "float32" else f", dtype policy {policy}"
-    )
+    return f"preset {preset}" + ("" if policy == "float32" else f", dtype policy {policy}")
 
 
 def tables_of(records: list[Record]) -> dict[str, list[Record]]:
@@ -358,7 +358,7 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
                 ax.set_xlabel("epoch (1000 updates)")
             ax.legend(fontsize=6, loc="lower right")
     fig.suptitle(
-        f"Feed-forward attention vs unweighted mean, {_title(table1[0]['config'])} "
+        f"Feed-forward attention vs unweighted mean, {_title(table1[0]['config'], False)} "
         "(dotted: paper's epochs to 100%)",
         fontsize=10,
     )
