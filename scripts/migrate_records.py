@@ -2,7 +2,8 @@
 
     python scripts/migrate_records.py results/   # run on 2026-11-23 (three times, as fields
                                                  # came with the gap study and FF mixed
-                                                 # precision) and 2026-11-24; idempotent
+                                                 # precision), 2026-11-24 and
+                                                 # 2026-11-25; idempotent
 
 What it changes, so that the code reads every record one way and keeps no compatibility branch:
 
@@ -29,6 +30,8 @@ What it changes, so that the code reads every record one way and keeps no compat
    that produced them (``... grid --preset cpu``; a record of a single ``run`` gets "custom"),
    and are renamed to ``<preset>-<name>``: a ``paper`` run of a cell had the same name as its
    ``cpu`` run (epoch cap 100 against 10) and could not be written beside it.
+7. (Run on 2026-11-25.) Raffel & Ellis run configs gain ``mask_padding`` true: every run
+   before the option (Raffel's script's unmasked padding) masked its padding.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ LM_LATER_FIELDS = {
     "bounded": False,
 }
 KN_LATER_FIELDS = {"lowercase": True}
-FFATTENTION_LATER_FIELDS = {"dtype_policy": "float32"}
+FFATTENTION_LATER_FIELDS = {"dtype_policy": "float32", "mask_padding": True}
 OLD_KN_COMMAND = "python -m thesis_repro.kneser_ney"
 NEW_KN_COMMAND = "python -m thesis_repro.lm kneser-ney"
 INFERRED = (

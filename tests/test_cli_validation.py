@@ -71,6 +71,10 @@ FF_BAD = [
     (["--verbose", "3", "run"], "--verbose"),
     (["grid", "--jobs", "0"], "--jobs"),
     (["grid", "--preset", "huge"], "--preset"),
+    (["run", "--experiment", "variable", "--unmasked"], "--unmasked"),
+    (["grid", "--preset", "paper", "--t0s", "2000"], "--t0s"),
+    (["grid", "--only", "variable", "--unmasked"], "no run"),
+    (["grid", "--only", "temporal_order", "--tasks", "addition"], "no run"),
 ]
 ADD = ["--results", "results", "--figures", "figures"]
 ADD_BAD = [

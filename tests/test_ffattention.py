@@ -365,6 +365,13 @@ def test_figure_takes_one_preset(tmp_path):
         ffattention.render_figure([*records, _cell_record("cpu", 1e-3, 0, [1.0])], tmp_path / "g")
     with pytest.raises(ValueError, match="dtype policy"):
         ffattention.render_figure([*records, _mixed(records[0])], tmp_path / "h")
+    with pytest.raises(ValueError, match="padding"):
+        ffattention.render_figure([*records, _unmasked(records[0])], tmp_path / "i")
+
+
+def _unmasked(record: dict) -> dict:
+    """``record`` trained with the padding unmasked instead (its own run: name and config)."""
+    return {**record, "config": {**record["config"], "mask_padding": False}}
 
 
 def _mixed(record: dict) -> dict:
@@ -418,3 +425,89 @@ def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(
     monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", "-3")
     with pytest.raises(SettingError, match="FF_CHUNK_SIZE"):
         ff_chunk_size()
+
+
+def test_padded_width_is_raffels_float_ceil_and_holds_every_length():
+    """Raffel's ``gen_masked_sequences`` pads to ``int(np.ceil(1.1*min_length))``, computed in
+    floating point; the width must also hold our longest (inclusive) length."""
+    widths = [tasks.raffel_padded_width(t0) for t0 in ffattention.config.PAPER_T0S]
+    assert widths == [56, 111, 550, 1100, 5500, 11000]
+    for t0 in range(11, 3000):
+        width = tasks.raffel_padded_width(t0)
+        assert width == max(int(np.ceil(1.1 * t0)), tasks.raffel_length_range(t0)[1])
+        assert width >= tasks.raffel_length_range(t0)[1]
+
+
+def test_unmasked_run_feeds_the_padding_as_raffels_script_does(rng):
+    """``mask_padding=False``: batches (training and test) are Raffel's fixed width, every
+    ``lengths`` is that width, the padded steps are zero in both channels after the end
+    marker, and the targets are those of the true sequences; the model's prediction is the
+    NumPy attention of eq. 1 over all the width's steps (padding included)."""
+    config = ffattention.RunConfig(
+        "table1", "addition", 50, "attention", 1e-3, seed=4, mask_padding=False, preset="paper"
+    )
+    assert config.name == "paper-addition-T50-attention-lr0.001-unmasked-seed4"
+    x, y = ffattention.train.train_batch_fn(config)(rng)
+    (test,) = ffattention.test_set(config)
+    for inputs, targets in ((x, y), (test.inputs, test.y)):
+        assert inputs["x"].shape[1] == 56 and np.all(inputs["lengths"] == 56)
+        values, markers = inputs["x"][..., 0], inputs["x"][..., 1]
+        for row in range(len(targets)):
+            end = np.flatnonzero(markers[row] == -1)[-1]  # the true sequence's last step
+            assert 50 <= end + 1 <= 55 and not inputs["x"][row, end + 1 :].any()
+            marked = values[row, markers[row] == 1]
+            assert targets[row] == pytest.approx(0.5 + marked.sum() / 4, abs=1e-6)
+    masked = ffattention.test_set(dataclasses.replace(config, mask_padding=True))[0]
+    assert masked.x.shape[1] == 55 and np.any(masked.lengths < 55)
+
+    model = raffel_model(hidden=8, pooling="attention", seed=3)
+    out = np.asarray(model(x))
+    w = {layer.name: [v.numpy() for v in layer.weights] for layer in model.layers}
+    for row in range(len(y)):
+        h = leaky(x["x"][row] @ w["h"][0] + w["h"][1])  # all 56 steps
+        c, _, _ = ref.attention_pool(h, w["attention"][0], w["attention"][1][0])
+        s = leaky(c @ w["s"][0] + w["s"][1])
+        np.testing.assert_allclose(
+            out[row], leaky(s @ w["y"][0] + w["y"][1])[0], rtol=1e-4, atol=1e-5
+        )
+
+
+def test_unmasked_runs_are_their_own_grid_records_and_table(tmp_path):
+    """``runs(..., mask_padding=False)``: the Table 1 and temporal-order runs only (the
+    variable-length batches have no fixed width), named ``-unmasked``; their records never
+    join a cell of the masked runs: their own table, titled so, and their own figure."""
+    unmasked = ffattention.runs("paper", mask_padding=False)
+    assert {c.experiment for c in unmasked} == {"table1", "temporal_order"}
+    assert all(not c.mask_padding and "-unmasked-seed" in c.name for c in unmasked)
+    with pytest.raises(ValueError, match="variable"):
+        ffattention.RunConfig("variable", "addition", 50, "mean", 1e-3, mask_padding=False)
+    masked = [_cell_record("paper", 1e-3, 0, [0.5, 0.9, 1.0])]
+    fast = [_unmasked(_cell_record("paper", 1e-2, 0, [1.0]))]
+    assert list(ffattention.tables_of([*fast, *masked])) == ["paper", "paper-unmasked"]
+    text = ffattention.render_table([*fast, *masked])
+    plain, other = text.split("(preset `paper`, padding unmasked (Raffel's script))")
+    assert "**3** (lr 0.001" in plain and "**1**" not in plain
+    assert "**1** (lr 0.01" in other and "**3**" not in other
+    assert ffattention.render_figure(fast, tmp_path / "f.pdf") is not None
+
+
+def test_grid_filters_pick_cells_of_the_preset():
+    """``grid --tasks/--t0s/--poolings``: the preset's runs of those cells only (any filter
+    leaves the temporal-order demo out; ``--t0s`` the variable-length runs too)."""
+    from thesis_repro.ffattention import cli
+
+    def chosen(*argv: str) -> list[ffattention.RunConfig]:
+        args = cli.build_parser().parse_args(["grid", "--preset", "paper", *argv])
+        every = ffattention.runs("paper", mask_padding=not args.unmasked)
+        return [c for c in every if cli._chosen(c, args)]
+
+    cells = chosen(
+        *("--unmasked", "--tasks", "addition", "--t0s", "500", "1000", "--poolings", "attention")
+    )
+    assert len(cells) == 2 * 4 * 3  # T0s x learning rates x seeds
+    assert {(c.experiment, c.task, c.pooling, c.mask_padding) for c in cells} == {
+        ("table1", "addition", "attention", False)
+    }
+    assert {c.t0 for c in cells} == {500, 1000}
+    assert {c.experiment for c in chosen("--poolings", "mean")} == {"table1", "variable"}
+    assert len(chosen()) == len(ffattention.runs("paper"))

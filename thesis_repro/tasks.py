@@ -192,6 +192,15 @@ def raffel_length_range(t0: int) -> tuple[int, int]:
     return t0, -((-11 * t0) // 10)
 
 
+def raffel_padded_width(t0: int) -> int:
+    """The fixed width of every batch in Raffel's published code, ``int(np.ceil(1.1*T0))`` in
+    floating point (56, 111, 550, 1100, 5500, 11000 for the paper's T0s): its
+    ``gen_masked_sequences`` pads every sequence to it, and its Table 1 script feeds the padded
+    steps to the network unmasked (``ffattention.RunConfig.mask_padding``)."""
+    top = raffel_length_range(t0)[1]
+    return max(int(np.ceil(1.1 * _as_int(t0, "t0"))), top)
+
+
 def raffel_top_t0(max_length: int) -> int:
     """Largest T0 whose lengths ``raffel_length_range(T0)`` stay within ``max_length``:
     ``floor(10 * max_length / 11)`` (9090 for 10,000: Raffel & Ellis 2.3's variable range)."""

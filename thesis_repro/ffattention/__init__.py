@@ -10,6 +10,9 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
 - Model: ``model.raffel_model`` (D = 100, leaky ReLU, attention or mean pooling
   over each sequence's true length: the padding is masked). From T0 = 2000 on, the same function
   is computed by the fused chunked implementation (``chunked=True``; the record says which).
+  ``--unmasked`` (``RunConfig.mask_padding=False``) follows Raffel's published script instead:
+  every batch is padded to int(ceil(1.1 T0)) steps and the padded steps enter the pooling; such
+  runs are named ``...-unmasked-seed<s>`` and get a table of their own.
 - Protocol: Adam (0.9, 0.999), squared error, minibatches of 100 fresh sequences, an epoch is
   1000 updates, a fixed held-out test set of 1000 sequences scored after every epoch, stop at
   100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell

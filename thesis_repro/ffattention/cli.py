@@ -37,6 +37,17 @@ from thesis_repro.runner import (
 from thesis_repro.tasks import raffel_top_t0
 
 
+def _add_unmasked_option(parser: argparse.ArgumentParser, scope: str) -> None:
+    parser.add_argument(
+        "--unmasked",
+        action="store_true",
+        help=f"{scope}: feed the padding to the network as Raffel's published script does "
+        "(every batch padded to int(ceil(1.1 T0)) steps, the padded steps in the attention "
+        "and the mean) instead of masking it as the paper's text implies; its own records "
+        "(name ...-unmasked-seed<s>) and its own table in the report",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = experiment_parser("python -m thesis_repro.ffattention", DOC, PRESETS)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -77,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="updates per epoch (default 1000, as in the paper)",
     )
     one.add_argument("--test-size", type=positive_int, default=1000, help="held-out sequences")
+    _add_unmasked_option(one, "Table 1 and temporal order only")
     add_data_parallel_option(one)
     add_dtype_policy_option(one)
 
@@ -109,6 +121,25 @@ def build_parser() -> argparse.ArgumentParser:
         "best learning rate) and saves the slower ones' later epochs. A record already "
         "stopped that way stays finished: delete it to train it in full",
     )
+    grid.add_argument(
+        "--tasks",
+        nargs="+",
+        choices=("addition", "multiplication"),
+        help="Table 1 and variable length: only these tasks (default: the preset's)",
+    )
+    grid.add_argument(
+        "--t0s",
+        type=int_at_least(MIN_T0),
+        nargs="+",
+        help="Table 1: only these T0 of the preset's (default: all of them)",
+    )
+    grid.add_argument(
+        "--poolings",
+        nargs="+",
+        choices=("attention", "mean"),
+        help="Table 1 and variable length: only these poolings (default: both)",
+    )
+    _add_unmasked_option(grid, "the Table 1 and temporal-order runs (no variable length)")
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(grid)
     add_data_parallel_option(grid)
@@ -133,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         top = raffel_top_t0(VARIABLE_MAX)
         if experiment == "variable" and args.t0 > top:
             parser.error(f"--t0 of the variable-length experiment must be at most {top}")
+        if experiment == "variable" and args.unmasked:
+            parser.error("--unmasked is for Table 1 and temporal order, not variable length")
         config = RunConfig(
             experiment,
             args.task,
@@ -144,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             args.steps_per_epoch,
             test_size=args.test_size,
             dtype_policy=args.dtype_policy,
+            mask_padding=not args.unmasked,
         )
         status = run_command(
             lambda: run(config, args.results, args.verbose),
@@ -152,8 +186,15 @@ def main(argv: list[str] | None = None) -> int:
         if status:
             return status
     elif args.command == "grid":
-        every = runs(args.preset, args.dtype_policy, args.seeds)
-        configs = [c for c in every if not args.only or c.experiment in args.only]
+        every = runs(args.preset, args.dtype_policy, args.seeds, mask_padding=not args.unmasked)
+        configs = [c for c in every if _chosen(c, args)]
+        if args.t0s and set(args.t0s) - set(PRESETS[args.preset].t0s):
+            parser.error(
+                f"--t0s: preset {args.preset} runs T0 = "
+                f"{', '.join(map(str, PRESETS[args.preset].t0s))} only"
+            )
+        if not configs:
+            parser.error("no run of the preset is left after --only/--tasks/--t0s/--poolings")
         status = grid_command(
             EXPERIMENT,
             args,
@@ -167,3 +208,18 @@ def main(argv: list[str] | None = None) -> int:
         print(report(args.results, args.figures))
     print(f"done in {time.time() - started:.0f} s")
     return 0
+
+
+def _chosen(config: RunConfig, args: argparse.Namespace) -> bool:
+    """Whether ``grid``'s filters (``--only``, ``--tasks``, ``--t0s``, ``--poolings``) keep
+    ``config``; any of the last three leaves the temporal-order demo out, ``--t0s`` also the
+    variable-length runs."""
+    if args.only and config.experiment not in args.only:
+        return False
+    if config.experiment == "temporal_order":
+        return not args.t0s and not args.tasks and not args.poolings
+    if args.tasks and config.task not in args.tasks:
+        return False
+    if args.poolings and config.pooling not in args.poolings:
+        return False
+    return not args.t0s or (config.experiment == "table1" and config.t0 in args.t0s)

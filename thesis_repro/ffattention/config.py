@@ -56,15 +56,32 @@ class RunConfig:
     max_length: int = VARIABLE_MAX  # longest sequence of the variable-length experiment
     dtype_policy: str = "float32"  # Keras dtype policy of the layers (training.DTYPE_POLICIES)
     preset: str = CUSTOM  # the preset whose grid the run belongs to; CUSTOM: a single `run`
+    # False: Raffel's published script instead of the paper's text for the padding (Table 1 and
+    # temporal order only): every batch is padded to his fixed width int(ceil(1.1 T0)) and the
+    # padded steps enter the attention and the mean (tasks.raffel_padded_width).
+    mask_padding: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.mask_padding and self.experiment == "variable":
+            raise ValueError(
+                "mask_padding=False is defined for Table 1 and the temporal-order task (one "
+                "fixed width per T0); the variable-length batches are padded to a multiple "
+                f"of {PAD_MULTIPLE} steps, which the padding would dominate"
+            )
 
     @property
     def name(self) -> str:
-        """``<preset>-<task>-T<t0>-<pooling>-lr<lr>[-<policy>]-seed<seed>``: the preset keeps a
-        `cpu` run (epoch cap 10) apart from the `paper` run of the same cell (cap 100)."""
+        """``<preset>-<task>-T<t0>-<pooling>-lr<lr>[-<policy>][-unmasked]-seed<seed>``: the
+        preset keeps a `cpu` run (epoch cap 10) apart from the `paper` run of the same cell
+        (cap 100)."""
         t0 = "var" if self.experiment == "variable" else f"T{self.t0}"
         precision = "" if self.dtype_policy == "float32" else f"-{self.dtype_policy}"
+        padding = "" if self.mask_padding else "-unmasked"
         lr = f"lr{self.learning_rate:g}"
-        return f"{self.preset}-{self.task}-{t0}-{self.pooling}-{lr}{precision}-seed{self.seed}"
+        return (
+            f"{self.preset}-{self.task}-{t0}-{self.pooling}-{lr}{precision}{padding}"
+            f"-seed{self.seed}"
+        )
 
 
 @dataclass(frozen=True)
@@ -188,16 +205,24 @@ def preset_runs(preset: Preset, name: str) -> list[RunConfig]:
 
 
 def runs(
-    preset: str, dtype_policy: str = "float32", seeds: tuple[int, ...] | None = None
+    preset: str,
+    dtype_policy: str = "float32",
+    seeds: tuple[int, ...] | None = None,
+    mask_padding: bool = True,
 ) -> list[RunConfig]:
     """Every run of the preset named ``preset`` (:func:`preset_runs`), under ``dtype_policy``;
     ``seeds``: run these instead of the preset's (the temporal-order demo only if its seed is
-    among them)."""
+    among them); ``mask_padding=False``: the Table 1 and temporal-order runs with the padding
+    unmasked (:class:`RunConfig`), without the variable-length runs."""
     chosen = PRESETS[preset]
     if seeds is not None:
         temporal = tuple(s for s in chosen.temporal_seeds if s in seeds)
         chosen = replace(chosen, seeds=tuple(seeds), temporal_seeds=temporal)
-    return [replace(c, dtype_policy=dtype_policy) for c in preset_runs(chosen, preset)]
+    return [
+        replace(c, dtype_policy=dtype_policy, mask_padding=mask_padding)
+        for c in preset_runs(chosen, preset)
+        if mask_padding or c.experiment != "variable"
+    ]
 
 
 def likely_best_first(rates: tuple[float, ...]) -> list[float]:

@@ -138,18 +138,27 @@ def _cell(records: list[Record], task: str, pooling: str, t0: int) -> list[Recor
 
 def table_key(config: Mapping[str, Any]) -> str:
     """The table a run belongs to: its preset (``paper``), with its dtype policy where that is
-    not float32 (``paper-mixed_bfloat16``), so a mixed-precision run never joins a float32
-    cell; also the figure's name (:func:`figure_name`)."""
-    policy = config.get("dtype_policy", "float32")
-    return config["preset"] if policy == "float32" else f"{config['preset']}-{policy}"
+    not float32 (``paper-mixed_bfloat16``) and ``unmasked`` where the padding was not masked
+    (``paper-unmasked``), so neither kind of run ever joins a cell of the default runs; also
+    the figure's name (:func:`figure_name`)."""
+    policy = config["dtype_policy"]
+    return (
+        config["preset"]
+        + ("" if policy == "float32" else f"-{policy}")
+        + ("" if config["mask_padding"] else "-unmasked")
+    )
 
 
 def _title(config: Mapping[str, Any], markdown: bool = True) -> str:
-    """``preset `paper``` or ``preset `paper`, dtype policy mixed_bfloat16`` (without the
-    backticks for a figure): the words for :func:`table_key`."""
+    """``preset `paper``` or ``preset `paper`, dtype policy mixed_bfloat16, padding unmasked``
+    (without the backticks for a figure): the words for :func:`table_key`."""
     preset = f"`{config['preset']}`" if markdown else config["preset"]
-    policy = config.get("dtype_policy", "float32")
-    return f"preset {preset}" + ("" if policy == "float32" else f", dtype policy {policy}")
+    policy = config["dtype_policy"]
+    return (
+        f"preset {preset}"
+        + ("" if policy == "float32" else f", dtype policy {policy}")
+        + ("" if config["mask_padding"] else ", padding unmasked (Raffel's script)")
+    )
 
 
 def tables_of(records: list[Record]) -> dict[str, list[Record]]:
@@ -314,7 +323,8 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
     records, _ = split_failed(records)
     if len({table_key(r["config"]) for r in records}) > 1:
         raise ValueError(
-            "render_figure takes the records of one preset and dtype policy (never mixed)"
+            "render_figure takes the records of one preset, dtype policy and padding "
+            "(never mixed: table_key)"
         )
     table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:

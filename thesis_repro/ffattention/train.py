@@ -53,8 +53,9 @@ def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[d
 
         def make(rng: np.random.Generator) -> tuple[dict, Any]:
             batch = tasks.temporal_order(
-                rng, config.batch_size, *tasks.raffel_length_range(config.t0)
+                rng, config.batch_size, *tasks.raffel_length_range(config.t0), _width(config)
             )
+            batch = _as_fed(batch, config)
             return batch.inputs, batch.y
 
     elif config.experiment == "variable":
@@ -71,10 +72,26 @@ def train_batch_fn(config: RunConfig) -> Callable[[np.random.Generator], tuple[d
         low, high = tasks.raffel_length_range(config.t0)
 
         def make(rng: np.random.Generator) -> tuple[dict, Any]:
-            batch = tasks.make_batch(config.task, rng, config.batch_size, low, high)
+            batch = tasks.make_batch(config.task, rng, config.batch_size, low, high, _width(config))
+            batch = _as_fed(batch, config)
             return batch.inputs, batch.y
 
     return make
+
+
+def _width(config: RunConfig) -> int | None:
+    """A fixed-length run's batch width: the longest length (None) when the padding is masked,
+    Raffel's script's fixed width when it is not (:func:`tasks.raffel_padded_width`)."""
+    return None if config.mask_padding else tasks.raffel_padded_width(config.t0)
+
+
+def _as_fed(batch: tasks.Batch, config: RunConfig) -> tasks.Batch:
+    """``batch`` as the model sees it: with the padding unmasked every sequence's ``lengths``
+    is the batch width, so the pooling averages over the padded steps too, as Raffel's script
+    does (the targets are those of the true sequences)."""
+    if config.mask_padding:
+        return batch
+    return tasks.Batch(batch.x, batch.y, np.full_like(batch.lengths, batch.x.shape[1]))
 
 
 def test_set(config: RunConfig) -> list[tasks.Batch]:
@@ -88,10 +105,12 @@ def test_set(config: RunConfig) -> list[tasks.Batch]:
             low, high = tasks.raffel_length_range(int(t0))
             batches.append(tasks.make_batch(config.task, rng, per, low, high, pad_to=_padded(high)))
         return batches
-    if config.experiment == "temporal_order":
-        return [tasks.temporal_order(rng, config.test_size, *tasks.raffel_length_range(config.t0))]
     low, high = tasks.raffel_length_range(config.t0)
-    return [tasks.make_batch(config.task, rng, config.test_size, low, high)]
+    if config.experiment == "temporal_order":
+        batch = tasks.temporal_order(rng, config.test_size, low, high, pad_to=_width(config))
+    else:
+        batch = tasks.make_batch(config.task, rng, config.test_size, low, high, _width(config))
+    return [_as_fed(batch, config)]
 
 
 def evaluate(model: Any, batches: list[tasks.Batch], classification: bool) -> dict[str, float]:
