@@ -511,3 +511,26 @@ def test_grid_filters_pick_cells_of_the_preset():
     assert {c.t0 for c in cells} == {500, 1000}
     assert {c.experiment for c in chosen("--poolings", "mean")} == {"table1", "variable"}
     assert len(chosen()) == len(ffattention.runs("paper"))
+
+
+def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
+    """``scripts/padding_length_bias.py``: a readout that scales the marked values by
+    mean(L) / L has slope b = -1 (to first order), one that knows L has b = 0; lengths are read
+    back from the end markers even when ``lengths`` says the padded width."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "padding_length_bias.py"
+    spec = importlib.util.spec_from_file_location("padding_length_bias", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    config = ffattention.RunConfig("table1", "addition", 500, "attention", 1e-3, mask_padding=False)
+    (test,) = ffattention.test_set(config)
+    lengths = probe.true_lengths(test.x)
+    assert np.all(test.lengths == 550) and lengths.min() >= 500 and lengths.max() <= 550
+    blind = 0.5 + (test.y - 0.5) * lengths.mean() / lengths
+    slope, stderr = probe.length_slope(blind - test.y, test.y, lengths)
+    assert slope == pytest.approx(-1.0, abs=0.05) and stderr < 0.05
+    noise = rng.normal(0, 0.01, len(test.y))
+    slope, stderr = probe.length_slope(noise, test.y, lengths)
+    assert abs(slope) < 4 * stderr
