@@ -56,9 +56,10 @@ class RunConfig:
     max_length: int = VARIABLE_MAX  # longest sequence of the variable-length experiment
     dtype_policy: str = "float32"  # Keras dtype policy of the layers (training.DTYPE_POLICIES)
     preset: str = CUSTOM  # the preset whose grid the run belongs to; CUSTOM: a single `run`
-    # False: Raffel's published script instead of the paper's text for the padding (Table 1 and
-    # temporal order only): every batch is padded to his fixed width int(ceil(1.1 T0)) and the
-    # padded steps enter the attention and the mean (tasks.raffel_padded_width).
+    # False: Raffel's published script instead of SPEC's masking (the paper is silent) for the
+    # padding (Table 1 and temporal order only): every batch is padded to his fixed width
+    # int(ceil(1.1 T0)) and the padded steps enter the attention and the mean
+    # (tasks.raffel_padded_width).
     mask_padding: bool = True
 
     def __post_init__(self) -> None:

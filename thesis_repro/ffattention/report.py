@@ -163,7 +163,7 @@ def _title(config: Mapping[str, Any], markdown: bool = True) -> str:
 
 def tables_of(records: list[Record]) -> dict[str, list[Record]]:
     """``records`` split by :func:`table_key`, in table order (presets as in ``PRESET_ORDER``,
-    float32 before mixed precision)."""
+    each preset's default runs before its mixed-precision or unmasked ones)."""
     tables: dict[str, list[Record]] = {}
     for record in records:
         tables.setdefault(table_key(record["config"]), []).append(record)
@@ -178,9 +178,9 @@ def tables_of(records: list[Record]) -> dict[str, list[Record]]:
 
 
 def render_table(records: list[Record]) -> str:
-    """Markdown: per preset and dtype policy (never mixed: :func:`tables_of`), Table 1 (ours
-    beside the paper), the variable-length and temporal-order runs, and where and how long
-    they ran.
+    """Markdown: per preset, dtype policy and padding (never mixed: :func:`tables_of`),
+    Table 1 (ours beside the paper), the variable-length and temporal-order runs, and where
+    and how long they ran.
 
     Failed runs, and runs without a finished epoch, are left out and named at the end.
     """
@@ -383,7 +383,7 @@ def _legend(pooling: str, seeds: list[Record]) -> str:
 
 def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
     """Write ``<results>/ffattention/table.md`` and a figure per table,
-    ``figures/ffattention_accuracy_<preset>[-<dtype policy>].pdf``."""
+    ``figures/ffattention_accuracy_<table_key>.pdf``."""
     records = load_records(Path(results_dir) / NAME)
     table = render_table(records)
     (Path(results_dir) / NAME).mkdir(parents=True, exist_ok=True)
