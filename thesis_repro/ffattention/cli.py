@@ -19,7 +19,9 @@ from thesis_repro.ffattention import __doc__ as DOC
 from thesis_repro.ffattention.config import (
     EXPERIMENTS,
     MIN_T0,
+    POOLINGS,
     PRESETS,
+    TABLE1_TASKS,
     VARIABLE_MAX,
     RunConfig,
     runs,
@@ -62,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     one.add_argument(
         "--task",
-        choices=("addition", "multiplication", "temporal_order"),
+        choices=(*TABLE1_TASKS, "temporal_order"),
         default="addition",
         help="task (SPEC §2; default: %(default)s)",
     )
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     one.add_argument(
         "--pooling",
-        choices=("attention", "mean"),
+        choices=POOLINGS,
         default="attention",
         help="attention (eq. 1) or unweighted mean (eq. 2)",
     )
@@ -125,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument(
         "--tasks",
         nargs="+",
-        choices=("addition", "multiplication"),
+        choices=TABLE1_TASKS,
         help="Table 1 and variable length: only these tasks (default: the preset's)",
     )
     grid.add_argument(
@@ -137,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid.add_argument(
         "--poolings",
         nargs="+",
-        choices=("attention", "mean"),
+        choices=POOLINGS,
         help="Table 1 and variable length: only these poolings (default: both)",
     )
     _add_unmasked_option(grid, "the Table 1 and temporal-order runs (no variable length)")

@@ -14,6 +14,8 @@ from thesis_repro.tasks import MIN_LENGTH_RAFFEL
 
 NAME = "ffattention"
 EXPERIMENTS = ("table1", "variable", "temporal_order")  # the three experiments of the paper
+TABLE1_TASKS = ("addition", "multiplication")  # the regression tasks of Table 1 and 2.3
+POOLINGS = ("attention", "mean")  # eq. 1 and eq. 2 (model.Pooling)
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 PAPER_T0S = (50, 100, 500, 1000, 5000, 10000)
 VARIABLE_MIN, VARIABLE_MAX = 50, 10000
@@ -127,7 +129,7 @@ PRESETS: dict[str, Preset] = {
             "5000), epoch caps 10 (T0 <= 1000) and 3 (T0 = 5000), the variable-length model "
             "for 3 epochs, the temporal-order demo for 5 epochs"
         ),
-        tasks=("addition", "multiplication"),
+        tasks=TABLE1_TASKS,
         t0s=(50, 100, 500, 1000, 5000),
         learning_rates={
             50: (1e-3, 3e-3),
@@ -143,7 +145,7 @@ PRESETS: dict[str, Preset] = {
     ),
     "paper": Preset(
         description="Raffel & Ellis's full protocol: every T0, four learning rates, 100 epochs",
-        tasks=("addition", "multiplication"),
+        tasks=TABLE1_TASKS,
         t0s=PAPER_T0S,
         learning_rates={t0: LEARNING_RATES for t0 in PAPER_T0S},
         epoch_caps={t0: 100 for t0 in PAPER_T0S},
@@ -181,7 +183,7 @@ def preset_runs(preset: Preset, name: str) -> list[RunConfig]:
         for seed in preset.seeds
         for t0 in preset.t0s
         for task in preset.tasks
-        for pooling in ("attention", "mean")
+        for pooling in POOLINGS
         for lr in likely_best_first(preset.learning_rates[t0])
     ]
     variable = [
@@ -199,7 +201,7 @@ def preset_runs(preset: Preset, name: str) -> list[RunConfig]:
         )
         for seed in preset.seeds
         for task in preset.tasks
-        for pooling in ("attention", "mean")
+        for pooling in POOLINGS
     ]
     cheap = sorted((run for run in table1 if run.t0 <= 1000), key=lambda run: run.t0)
     return temporal + cheap + variable + [run for run in table1 if run.t0 > 1000]

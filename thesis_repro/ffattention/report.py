@@ -17,6 +17,7 @@ from thesis_repro.ffattention.config import (
     PAPER_T0S,
     PAPER_TABLE1,
     PAPER_VARIABLE,
+    TABLE1_TASKS,
     preset_learning_rates,
     summarize,
 )
@@ -329,9 +330,7 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
     table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:
         return None
-    task_names = [
-        t for t in ("addition", "multiplication") if any(r["config"]["task"] == t for r in table1)
-    ]
+    task_names = [t for t in TABLE1_TASKS if any(r["config"]["task"] == t for r in table1)]
     t0s = sorted({r["config"]["t0"] for r in table1})
     fig, axes = plt.subplots(
         len(task_names),
