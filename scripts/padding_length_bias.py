@@ -1,18 +1,22 @@
 """Does masking the padding make a Raffel & Ellis model mis-scale the marked values by 1/L?
 
-    python scripts/padding_length_bias.py [--t0 500] [--lr 3e-3] [--seed 0] [--updates 1000]
+    python scripts/padding_length_bias.py [--task addition] [--t0 500] [--lr 3e-3] [--seed 0]
+        [--updates 1000]
 
 The README's explanation of why unmasked padding (Raffel's script, ``--unmasked``) learns the
 addition task faster than masked pooling: with masking every step's pooling weight scales like
-1/L, so a readout that does not recover the length L predicts ``0.5 + (y - 0.5) * Lbar / L``
-instead of ``y``, an error of ``-(y - 0.5) * (L - Lbar) / Lbar`` to first order. This trains the
-attention model on the addition task both ways (same seed, data stream and learning rate) and,
-every quarter of the updates, fits ``error = a + b * (y - 0.5) * (L - Lbar) / Lbar`` on the
-held-out test set by least squares: ``b`` = -1 is a fully length-blind readout, 0 none of that
-error; and the test accuracy once the fitted term is taken out of every prediction (what
-knowing L would be worth). Prints a table and writes
-``results/diagnostics/padding-length-bias.json`` with the command; about 1-2 minutes at
-T0 = 500 on 2 CPU cores.
+1/L, so a readout that does not recover the length L sees the marked values scaled by
+``s = Lbar / L`` (``dL = (L - Lbar) / Lbar``, ``s = 1 - dL`` to first order). For addition
+(``y = 0.5 + (X1 + X2) / 4``, linear in the marked values) it predicts ``0.5 + (y - 0.5) s``,
+an error of ``0.5 dL - y dL``; for multiplication (``y = X1 X2``) a readout that multiplies
+the two scaled values predicts ``y s^2``, an error of ``-2 y dL``. This trains the attention
+model on the task both ways (same seed, data stream and learning rate) and, every quarter of
+the updates, fits ``error = a + b0 dL + b dL y`` on the held-out test set by least squares
+(``b`` = -1 with ``b0`` = 0.5: a fully length-blind addition readout; ``b`` = -2 with ``b0`` = 0:
+a length-blind product; 0 and 0: none of that error), and the test accuracy once the fitted
+length terms are taken out of every prediction (what knowing L would be worth). Prints a table
+and writes ``results/diagnostics/padding-length-bias-<task>.json`` with the command; about 1-2
+minutes per task at T0 = 500 on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ import keras
 import numpy as np
 
 from thesis_repro import tasks
-from thesis_repro.ffattention.config import RunConfig
+from thesis_repro.ffattention.config import TABLE1_TASKS, RunConfig
 from thesis_repro.ffattention.model import raffel_model
 from thesis_repro.ffattention.train import test_set, train_batch_fn
 from thesis_repro.files import write_json_atomic
 from thesis_repro.training import FreshBatches, set_seed
 
-OUT = Path("results/diagnostics/padding-length-bias.json")  # outside every experiment
+OUT_DIR = Path("results/diagnostics")  # outside every experiment folder
 CHECKS = 4  # evaluations over the run
 
 
@@ -44,16 +48,20 @@ def true_lengths(x: np.ndarray) -> np.ndarray:
     return last + 1
 
 
-def length_slope(error: np.ndarray, y: np.ndarray, lengths: np.ndarray) -> tuple[float, float]:
-    """Least-squares ``b`` (and its standard error) of ``error = a + b * (y - 0.5) * dL``,
-    ``dL = (L - mean L) / mean L``."""
-    regressor = (y - 0.5) * (lengths - lengths.mean()) / lengths.mean()
-    design = np.stack([np.ones_like(regressor), regressor], axis=1)
+def length_terms(
+    error: np.ndarray, y: np.ndarray, lengths: np.ndarray
+) -> tuple[float, float, float, np.ndarray]:
+    """Least-squares ``b0``, ``b`` (and the standard error of ``b``) of
+    ``error = a + b0 dL + b dL y``, ``dL = (L - mean L) / mean L``, and the fitted length terms
+    ``b0 dL + b dL y`` of every sequence."""
+    relative = (lengths - lengths.mean()) / lengths.mean()
+    design = np.stack([np.ones_like(relative), relative, relative * y], axis=1)
     coef, *_ = np.linalg.lstsq(design, error, rcond=None)
     residual = error - design @ coef
-    dof = max(len(error) - 2, 1)
+    dof = max(len(error) - design.shape[1], 1)
     covariance = residual @ residual / dof * np.linalg.inv(design.T @ design)
-    return float(coef[1]), float(np.sqrt(covariance[1, 1]))
+    terms = design[:, 1:] @ coef[1:]
+    return float(coef[1]), float(coef[2]), float(np.sqrt(covariance[2, 2])), terms
 
 
 def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
@@ -79,21 +87,24 @@ def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
         )
         prediction = np.asarray(model.predict(test.inputs, batch_size=100, verbose=0)).ravel()
         error = prediction - test.y
-        slope, stderr = length_slope(error, test.y, lengths)
-        length_term = slope * (test.y - 0.5) * (lengths - lengths.mean()) / lengths.mean()
+        offset, slope, stderr, length_terms_fitted = length_terms(error, test.y, lengths)
         rows.append(
             {
                 "updates": check * per_check,
                 "test_accuracy": tasks.accuracy(prediction, test.y),
-                "slope": slope,
+                "slope": slope,  # b, of dL y
                 "slope_stderr": stderr,
-                # the accuracy with the fitted length term taken out of every prediction
-                "accuracy_without_length_term": tasks.accuracy(prediction - length_term, test.y),
+                "offset_slope": offset,  # b0, of dL
+                # the accuracy with the fitted length terms taken out of every prediction
+                "accuracy_without_length_term": tasks.accuracy(
+                    prediction - length_terms_fitted, test.y
+                ),
             }
         )
         print(
             f"{'masked' if config.mask_padding else 'unmasked':>8}  {check * per_check:>6}  "
-            f"{100 * rows[-1]['test_accuracy']:6.1f}%  b = {slope:+.3f} +- {stderr:.3f}  "
+            f"{100 * rows[-1]['test_accuracy']:6.1f}%  b = {slope:+.3f} +- {stderr:.3f}, "
+            f"b0 = {offset:+.3f}  "
             f"{100 * rows[-1]['accuracy_without_length_term']:6.1f}%",
             flush=True,
         )
@@ -102,6 +113,7 @@ def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=TABLE1_TASKS, default="addition")
     parser.add_argument("--t0", type=int, default=500)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
@@ -109,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.updates < CHECKS:
         parser.error(f"--updates must be at least {CHECKS}")
-    masked = RunConfig("table1", "addition", args.t0, "attention", args.lr, args.seed)
-    print("padding   updates  accuracy  slope b of the error on (y - 0.5) dL/L  accuracy - b term")
+    masked = RunConfig("table1", args.task, args.t0, "attention", args.lr, args.seed)
+    print("padding   updates  accuracy  error = a + b0 dL + b dL y   accuracy - length terms")
     results = {
         "command": "python scripts/padding_length_bias.py " + " ".join(sys.argv[1:]),
         "run_config": asdict(masked),  # not a run record: no "config"
@@ -120,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         "masked": train_and_probe(masked, args.updates),
         "unmasked": train_and_probe(replace(masked, mask_padding=False), args.updates),
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(OUT, results)
-    print(f"wrote {OUT}")
+    out = OUT_DIR / f"padding-length-bias-{args.task}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out, results)
+    print(f"wrote {out}")
     return 0
 
 

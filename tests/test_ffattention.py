@@ -515,7 +515,8 @@ def test_grid_filters_pick_cells_of_the_preset():
 
 def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
     """``scripts/padding_length_bias.py``: a readout that scales the marked values by
-    mean(L) / L has slope b = -1 (to first order), one that knows L has b = 0; lengths are read
+    s = mean(L) / L has, to first order, b = -1 and b0 = 0.5 on addition (0.5 + (y - 0.5) s) and
+    b = -2, b0 = 0 on multiplication (y s^2); one that knows L has b = b0 = 0; lengths are read
     back from the end markers even when ``lengths`` says the padded width."""
     import importlib.util
     from pathlib import Path
@@ -524,13 +525,19 @@ def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
     spec = importlib.util.spec_from_file_location("padding_length_bias", path)
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
-    config = ffattention.RunConfig("table1", "addition", 500, "attention", 1e-3, mask_padding=False)
-    (test,) = ffattention.test_set(config)
-    lengths = probe.true_lengths(test.x)
-    assert np.all(test.lengths == 550) and lengths.min() >= 500 and lengths.max() <= 550
-    blind = 0.5 + (test.y - 0.5) * lengths.mean() / lengths
-    slope, stderr = probe.length_slope(blind - test.y, test.y, lengths)
-    assert slope == pytest.approx(-1.0, abs=0.05) and stderr < 0.05
-    noise = rng.normal(0, 0.01, len(test.y))
-    slope, stderr = probe.length_slope(noise, test.y, lengths)
-    assert abs(slope) < 4 * stderr
+    blind_readouts = {
+        "addition": (lambda y, s: 0.5 + (y - 0.5) * s, 0.5, -1.0),
+        "multiplication": (lambda y, s: y * s**2, 0.0, -2.0),
+    }
+    for task, (blind, offset, slope) in blind_readouts.items():
+        config = ffattention.RunConfig("table1", task, 500, "attention", 1e-3, mask_padding=False)
+        (test,) = ffattention.test_set(config)
+        lengths = probe.true_lengths(test.x)
+        assert np.all(test.lengths == 550) and lengths.min() >= 500 and lengths.max() <= 550
+        error = blind(test.y, lengths.mean() / lengths) - test.y
+        b0, b, stderr, terms = probe.length_terms(error, test.y, lengths)
+        assert (b0, b) == (pytest.approx(offset, abs=0.05), pytest.approx(slope, abs=0.1))
+        assert stderr < 0.05 and np.abs(error - error.mean() - terms).max() < 0.01
+        noise = rng.normal(0, 0.01, len(test.y))
+        _, b, stderr, _ = probe.length_terms(noise, test.y, lengths)
+        assert abs(b) < 4 * stderr
