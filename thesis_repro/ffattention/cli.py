@@ -46,8 +46,7 @@ def _add_unmasked_option(parser: argparse.ArgumentParser, scope: str) -> None:
         help=f"{scope}: feed the padding to the network as Raffel's published script does "
         "(every batch padded to int(ceil(1.1 T0)) steps, the padded steps in the attention "
         "and the mean) instead of masking it (SPEC's default; the paper is silent); its own "
-        "records "
-        "(name ...-unmasked-seed<s>) and its own table in the report",
+        "records (name ...-unmasked-seed<s>) and its own table in the report",
     )
 
 
