@@ -32,8 +32,7 @@ import numpy as np
 
 from thesis_repro import tasks
 from thesis_repro.ffattention.config import TABLE1_TASKS, RunConfig
-from thesis_repro.ffattention.model import raffel_model
-from thesis_repro.ffattention.train import test_set, train_batch_fn
+from thesis_repro.ffattention.train import compiled_model, test_set, train_batch_fn
 from thesis_repro.files import write_json_atomic
 from thesis_repro.training import FreshBatches, set_seed
 
@@ -67,10 +66,7 @@ def length_terms(
 def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
     """Train ``config``'s model for ``updates`` steps; the slope and accuracy at each check."""
     set_seed(config.seed)
-    model = raffel_model(
-        features=tasks.N_FEATURES[config.task], pooling="attention", seed=config.seed
-    )
-    model.compile(keras.optimizers.Adam(config.learning_rate), loss="mse", jit_compile=True)
+    model = compiled_model(config)  # the network and optimizer train.run uses
     (test,) = test_set(config)
     lengths = true_lengths(test.x)
     per_check = updates // CHECKS

@@ -15,7 +15,7 @@ from thesis_repro.tasks import MIN_LENGTH_RAFFEL
 NAME = "ffattention"
 EXPERIMENTS = ("table1", "variable", "temporal_order")  # the three experiments of the paper
 TABLE1_TASKS = ("addition", "multiplication")  # the regression tasks of Table 1 and 2.3
-POOLINGS = ("attention", "mean")  # eq. 1 and eq. 2 (model.Pooling)
+POOLINGS = ("attention", "mean")  # eq. 1 and eq. 2 (model.Pooling is its type)
 LEARNING_RATES = (3e-4, 1e-3, 3e-3, 1e-2)
 PAPER_T0S = (50, 100, 500, 1000, 5000, 10000)
 VARIABLE_MIN, VARIABLE_MAX = 50, 10000

@@ -6,6 +6,7 @@ from typing import Literal
 
 import keras
 
+from thesis_repro.ffattention.config import POOLINGS
 from thesis_repro.layers import (
     LEAKY_SLOPE,
     AttentionPooling,
@@ -15,7 +16,7 @@ from thesis_repro.layers import (
     normal_fan_in,
 )
 
-Pooling = Literal["attention", "mean"]
+Pooling = Literal["attention", "mean"]  # config.POOLINGS as a type
 
 
 def raffel_model(
@@ -42,8 +43,8 @@ def raffel_model(
     The output layer computes in float32 whatever the global dtype policy (mixed precision:
     the prediction and the loss stay float32).
     """
-    if pooling not in ("attention", "mean"):
-        raise ValueError(f"pooling must be 'attention' or 'mean', got {pooling!r}.")
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}.")
     seeds = iter(range(0 if seed is None else seed * 10, 10**9))
 
     def init(fan_in: int) -> keras.initializers.Initializer:

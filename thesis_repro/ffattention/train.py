@@ -186,30 +186,9 @@ def run(
         return _beaten(record, config, results_dir) if prune else None
 
     classification = config.experiment == "temporal_order"
-    longest = config.max_length if config.experiment == "variable" else config.t0
-    chunk_size = ff_chunk_size()
-    chunked = longest >= CHUNKED_FROM_LENGTH and chunk_size > 0
     record.data["hardware"].update(distribution_summary(), dtype_policy=config.dtype_policy)
     set_seed(config.seed)
-
-    def build() -> keras.Model:
-        with dtype_policy(config.dtype_policy):
-            model = raffel_model(
-                features=tasks.N_FEATURES[config.task],
-                pooling=config.pooling,  # type: ignore[arg-type]
-                classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
-                seed=config.seed,
-                chunked=chunked,
-                chunk_size=chunk_size,
-            )
-        model.compile(
-            optimizer=keras.optimizers.Adam(config.learning_rate, beta_1=0.9, beta_2=0.999),
-            loss="sparse_categorical_crossentropy" if classification else "mse",
-            jit_compile=True,
-        )
-        return model
-
-    model, done = resume(record, build)
+    model, done = resume(record, lambda: compiled_model(config))
     record.data["implementation"] = implementation(model)
     if verbose:
         where = f"resuming after epoch {done}" if done else "starting"
@@ -254,6 +233,30 @@ def run(
     record.finish(**summary)
     remove_checkpoints(record)
     return record.data
+
+
+def compiled_model(config: RunConfig) -> keras.Model:
+    """``config``'s network (section 2.1), compiled with Adam (2.3) and the task's loss: MSE,
+    or cross-entropy for temporal order. Fused and chunked from a padded length of
+    ``CHUNKED_FROM_LENGTH`` on (unless $THESIS_REPRO_FF_CHUNK_SIZE is 0)."""
+    classification = config.experiment == "temporal_order"
+    longest = config.max_length if config.experiment == "variable" else config.t0
+    chunk_size = ff_chunk_size()
+    with dtype_policy(config.dtype_policy):
+        model = raffel_model(
+            features=tasks.N_FEATURES[config.task],
+            pooling=config.pooling,  # type: ignore[arg-type]
+            classes=len(tasks.TEMPORAL_ORDER_CLASSES) if classification else None,
+            seed=config.seed,
+            chunked=longest >= CHUNKED_FROM_LENGTH and chunk_size > 0,
+            chunk_size=chunk_size,
+        )
+    model.compile(
+        optimizer=keras.optimizers.Adam(config.learning_rate, beta_1=0.9, beta_2=0.999),
+        loss="sparse_categorical_crossentropy" if classification else "mse",
+        jit_compile=True,
+    )
+    return model
 
 
 def implementation(model: keras.Model) -> str:
