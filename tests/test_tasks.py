@@ -19,6 +19,7 @@ from thesis_repro.tasks import (
     accuracy,
     make_batch,
     orderless_accuracy_ceiling,
+    orderless_loss_floor,
     raffel_addition,
     raffel_length_range,
     raffel_multiplication,
@@ -371,6 +372,21 @@ def test_orderless_helpers() -> None:
         temporal_order_orderless_labels(np.array([4]))
     with pytest.raises(ValueError):
         orderless_accuracy_ceiling(np.array([0, 5]))
+
+
+def test_orderless_loss_floor_is_the_best_order_blind_cross_entropy() -> None:
+    """Against a brute-force search over order-blind predictors: certain on XX and YY, and one
+    probability q of XY (1 - q of YX) for every mixed sequence."""
+    for labels in (np.array([0, 1, 2, 3, 1]), np.array([1, 2]), np.array([0, 3, 3])):
+        q = np.linspace(1e-6, 1 - 1e-6, 100001)
+        n_xy, n_yx = np.sum(labels == 1), np.sum(labels == 2)
+        losses = -(n_xy * np.log(q) + n_yx * np.log(1 - q)) / labels.size
+        assert orderless_loss_floor(labels) == pytest.approx(losses.min(), abs=1e-6)
+    assert orderless_loss_floor(np.array([1, 2])) == pytest.approx(np.log(2))
+    batch = temporal_order(rng(33), 4000, 20)
+    assert orderless_loss_floor(batch.y) == pytest.approx(np.log(2) / 2, abs=0.02)
+    with pytest.raises(ValueError):
+        orderless_loss_floor(np.array([0, 4]))
 
 
 # ----------------------------------------------------------------------------------- accuracy

@@ -37,6 +37,7 @@ __all__ = [
     "accuracy",
     "make_batch",
     "orderless_accuracy_ceiling",
+    "orderless_loss_floor",
     "raffel_addition",
     "raffel_length_range",
     "raffel_multiplication",
@@ -431,6 +432,20 @@ def orderless_accuracy_ceiling(y: np.ndarray) -> float:
     if counts.size > 4 or y.min() < 0:
         raise ValueError("temporal order labels must be in 0..3")
     return float((counts[0] + counts[3] + max(counts[1], counts[2])) / y.size)
+
+
+def orderless_loss_floor(y: np.ndarray) -> float:
+    """Lowest mean cross-entropy (nats) an order-blind classifier can reach on labels ``y``.
+
+    XX and YY can be predicted with certainty; on the merged XY|YX class the best it can do is
+    predict the class's own split, ``p = n_XY / (n_XY + n_YX)``, which costs the split's
+    entropy per mixed sequence. About ln(2)/2 = 0.347 for :func:`temporal_order` batches.
+    """
+    orderless_accuracy_ceiling(y)  # the same checks of the labels
+    counts = np.bincount(np.asarray(y).reshape(-1), minlength=4)
+    mixed = counts[1] + counts[2]
+    nats = sum(-n * math.log(n / mixed) for n in counts[1:3] if n)
+    return float(nats / counts.sum())
 
 
 # --------------------------------------------------------------------------------------------
