@@ -13,12 +13,17 @@
 #       into $OUT/records.tar
 #   bash scripts/gpu_slice.sh unpack TAR
 #       here: unpacks the records and stages the finished ones for a commit; unfinished ones
-#       stay untracked, so they travel with the next call and their runs resume there
+#       stay untracked, so they travel with the next call and their runs resume there from
+#       their checkpoint on a warm machine (a fresh machine has none: they start over)
 #
-# Example (Table 3.1 at the thesis's scale, then the Raffel & Ellis paper grid, seed 0):
+# Size a slice so that its runs finish in it: a lease of 15 minutes is one call of about 9.
+# An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update), so one at a
+# time; four side by side take 5 ms per update each and none would finish. The Raffel & Ellis
+# runs are short: many at once. Example (one run of Table 3.1 at the thesis's scale beside the
+# Raffel & Ellis paper grid's long columns):
 #   bash scripts/gpu_slice.sh run 540 \
-#     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 6 --no-report --verbose 2' \
-#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --seeds 0 --jobs 4 --no-report'
+#     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
+#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
 set -euo pipefail
 
 prepare() {
@@ -93,5 +98,5 @@ case ${1:-} in
     prepare) prepare ;;
     run) shift; run "$@" ;;
     unpack) shift; unpack "$@" ;;
-    *) sed -n '2,22p' "$0"; exit 2 ;;
+    *) sed -n '2,26p' "$0"; exit 2 ;;
 esac
