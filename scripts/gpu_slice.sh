@@ -11,16 +11,20 @@
 #       them with Ctrl-C after SECONDS (a run keeps its finished epochs and a checkpoint at most
 #       60 s old; a warm machine's next call resumes from it), and packs every record written
 #       into $OUT/records.tar
-#   bash scripts/gpu_slice.sh unpack TAR
-#       here: unpacks the records and stages the finished ones for a commit; unfinished ones
-#       stay untracked, so they travel with the next call and their runs resume there from
-#       their checkpoint on a warm machine (a fresh machine has none: they start over)
+#       and the checkpoints of its unfinished runs that fit (Raffel & Ellis ones; an LM
+#       `paper` checkpoint is too large) into $OUT/checkpoints.tar
+#   bash scripts/gpu_slice.sh unpack DIR   (or: unpack TAR, the records alone)
+#       here, DIR being the folder the call's files came back in: unpacks the records and
+#       stages the finished ones for a commit; unfinished ones stay untracked, so they travel
+#       with the next call, and their checkpoints go to .gpu/checkpoints.tar, which the next
+#       slice unpacks first: a Raffel & Ellis run resumes there even on a fresh machine (an LM
+#       run only on a warm one, which kept its checkpoint; on a fresh one it starts over)
 #
-# Size a slice so that its runs finish in it: a lease of 15 minutes is one call of about 9.
+# Size a slice for its LM runs to finish in it: a lease of 15 minutes is one call of about 9.
 # An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update), so one at a
 # time; four side by side take 5 ms per update each and none would finish. The Raffel & Ellis
-# runs are short: many at once. Example (one run of Table 3.1 at the thesis's scale beside the
-# Raffel & Ellis paper grid's long columns):
+# runs are short and resume anywhere: many at once. Example (one run of Table 3.1 at the
+# thesis's scale beside the Raffel & Ellis paper grid's long columns):
 #   bash scripts/gpu_slice.sh run 540 \
 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
@@ -53,6 +57,11 @@ run() {
     export PYTHONPATH=/tmp/site:. KERAS_BACKEND=jax THESIS_REPRO_DATA=.gpu/data
     export THESIS_REPRO_CHECKPOINT_SECONDS=${THESIS_REPRO_CHECKPOINT_SECONDS:-60}
     export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+    # Checkpoints of unfinished runs that an earlier slice brought back (`unpack DIR` keeps
+    # them in .gpu/): a fresh machine resumes those runs instead of starting them over.
+    if [ -f .gpu/checkpoints.tar ]; then
+        tar --skip-old-files -xf .gpu/checkpoints.tar
+    fi
     local out=${OUT:-/tmp/out} stamp
     mkdir -p "$out"
     stamp=$(mktemp)
@@ -73,14 +82,47 @@ run() {
     find results -newer "$stamp" \( -name '*.json' -o -name 'table.md' \) -print0 \
         | tar --null -cf "$out/records.tar" -T -
     tar -tf "$out/records.tar" | sed 's/^/packed: /'
+    python3 -c "$RESUMABLE" | tar --null -cf "$out/checkpoints.tar" -T -
+    tar -tf "$out/checkpoints.tar" | sed 's/^/checkpoint packed: /'
     tail -n 3 "$out"/log*.txt
 }
 
 # Exit status 0 for a record that is finished or failed (a result either way), else 1.
 DONE='import json, sys; r = json.load(open(sys.argv[1])); sys.exit(not (r.get("finished") or r.get("failed")))'
 
+# NUL-separated: the checkpoints of the runs whose record is unfinished, at most 12 MiB each
+# and 15 MiB in all (what comes back from a device call: 16 MiB a file), smallest first. A
+# Raffel & Ellis checkpoint is ~0.2 MB; an LM `paper` one (25-60 MB) never fits.
+RESUMABLE='
+import json, re, sys
+from pathlib import Path
+total, chosen = 0, []
+for path in sorted(Path("results").glob("**/checkpoints/*.keras"), key=lambda p: p.stat().st_size):
+    stem = re.sub(r"-(epoch[0-9]+|partial)$", "", path.stem)
+    record = path.parent.parent / f"{stem}.json"
+    size = path.stat().st_size
+    if path.stem == stem or not record.exists() or size > 12 * 2**20 or total + size > 15 * 2**20:
+        continue
+    data = json.loads(record.read_text())
+    if not (data.get("finished") or data.get("failed")):
+        total += size
+        chosen.append(str(path))
+sys.stdout.write("".join(f"{p}\0" for p in chosen))
+'
+
 unpack() {
     local archive=$1 path
+    if [ -d "$archive" ]; then
+        # the folder a device call's files came back in: records.tar, checkpoints.tar
+        if [ -f "$archive/checkpoints.tar" ]; then
+            # the unfinished runs' checkpoints: into the (git-ignored) checkpoint folders here,
+            # and into .gpu/ (carried), where the next slice's `run` takes them from
+            tar -xf "$archive/checkpoints.tar"
+            cp "$archive/checkpoints.tar" .gpu/checkpoints.tar
+            tar -tf .gpu/checkpoints.tar | sed 's/^/checkpoint kept for the next slice: /'
+        fi
+        archive=$archive/records.tar
+    fi
     tar -xvf "$archive" | while read -r path; do
         case $path in
             *.json)
@@ -98,5 +140,5 @@ case ${1:-} in
     prepare) prepare ;;
     run) shift; run "$@" ;;
     unpack) shift; unpack "$@" ;;
-    *) sed -n '2,26p' "$0"; exit 2 ;;
+    *) sed -n '2,30p' "$0"; exit 2 ;;
 esac

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import keras
+import numpy as np
 import pytest
 
 from thesis_repro.ffattention import cli as ffattention_cli
@@ -214,3 +216,53 @@ def test_ctrl_c_ends_with_one_message_on_its_own_line(tmp_path):
     assert err.splitlines()[-1] == INTERRUPTED and "Traceback" not in err
     record = json.loads(next(tmp_path.rglob("*.json")).read_text())
     assert record["epochs"] and not record["finished"], "finished epochs are kept"
+
+
+def test_a_ctrl_c_that_the_backend_swallowed_still_stops_the_training():
+    """Under JAX a KeyboardInterrupt raised while JAX waits for the device can be lost
+    (jax-ml/jax#18246; measured here: a run went on for 40 s after SIGINT).
+    ``catch_interrupts`` remembers the request and ``StopOnInterrupt`` raises it again at the
+    next batch end; without it the training runs to its end (the control)."""
+    import signal
+
+    from thesis_repro import training
+
+    class SwallowedCtrlC(keras.callbacks.Callback):
+        """Ctrl-C at the end of batch 2, its KeyboardInterrupt lost as JAX loses it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.batches = 0
+
+        def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+            self.batches += 1
+            if self.batches == 2:
+                try:
+                    signal.raise_signal(signal.SIGINT)
+                except KeyboardInterrupt:
+                    pass
+
+    def fit(*callbacks: keras.callbacks.Callback) -> None:
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+        model.compile("sgd", "mse")
+        x, y = np.zeros((40, 3), "float32"), np.zeros((40, 1), "float32")
+        model.fit(x, y, batch_size=4, epochs=3, callbacks=list(callbacks), verbose=0)
+
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        training.catch_interrupts()
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN, "an ignored SIGINT stays so"
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as a command starts
+        training.catch_interrupts()
+        control = SwallowedCtrlC()
+        fit(control)
+        assert control.batches == 30, "the swallowed interrupt alone does not stop it"
+        training._INTERRUPT_REQUESTED.clear()
+        stopped = SwallowedCtrlC()
+        with pytest.raises(KeyboardInterrupt):
+            fit(stopped, training.StopOnInterrupt())
+        assert stopped.batches == 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        training._INTERRUPT_REQUESTED.clear()

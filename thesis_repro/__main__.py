@@ -44,6 +44,7 @@ from thesis_repro.cli import (
     add_results_option,
     add_verbose_option,
     interrupted,
+    run_main,
 )
 from thesis_repro.corpus import CorpusError
 from thesis_repro.experiment import Reproduction, experiments
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))
 
 
 __all__ = ["build_parser", "main", "reproduce"]

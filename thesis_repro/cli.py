@@ -22,6 +22,7 @@ from thesis_repro.settings import (
     SettingError,
     check_environment,
 )
+from thesis_repro.training import catch_interrupts
 
 #: Largest seed: Keras seeds NumPy's legacy generator, which takes 0 .. 2**32 - 1.
 MAX_SEED = 2**32 - 1
@@ -91,7 +92,9 @@ def interrupted() -> int:
 
 
 def run_main(main: Callable[[], int]) -> int:
-    """``main()``, with Ctrl-C ending in :func:`interrupted` instead of a traceback."""
+    """``main()``, with Ctrl-C ending in :func:`interrupted` instead of a traceback (and
+    stopping the training for sure: ``training.catch_interrupts``)."""
+    catch_interrupts()
     try:
         return main()
     except KeyboardInterrupt:

@@ -16,6 +16,8 @@ the run finish.
 from __future__ import annotations
 
 import math
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -302,6 +304,34 @@ def set_steps_per_execution(model: keras.Model, updates: int, most: int) -> int:
         model.make_test_function(force=True)
         model.make_predict_function(force=True)
     return k
+
+
+_INTERRUPT_REQUESTED = threading.Event()
+
+
+def catch_interrupts() -> None:
+    """Make Ctrl-C (SIGINT) stop a command's training for sure: the command lines call this
+    (importing the package changes no signal handling). The handler remembers the request and
+    raises ``KeyboardInterrupt`` as Python's own does; under JAX that exception can be lost
+    when it lands while JAX waits for the device (jax-ml/jax#18246: the run went on), so
+    :class:`StopOnInterrupt` raises it again at the next batch end. A SIGINT that is ignored
+    (a background job of a non-interactive shell) stays ignored."""
+
+    def request_stop(signum: int, frame: Any) -> None:
+        _INTERRUPT_REQUESTED.set()
+        raise KeyboardInterrupt
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, request_stop)
+
+
+class StopOnInterrupt(keras.callbacks.Callback):
+    """Raise ``KeyboardInterrupt`` at the first batch end after a Ctrl-C that the backend
+    swallowed (:func:`catch_interrupts`); does nothing until one."""
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        if _INTERRUPT_REQUESTED.is_set():
+            raise KeyboardInterrupt
 
 
 class FailOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):

@@ -41,6 +41,7 @@ from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
     FreshBatches,
+    StopOnInterrupt,
     checkpoint_path,
     raise_if_failed,
     resume,
@@ -99,7 +100,10 @@ def pretrain_attention(
         FreshBatches(train_batch_fn(config), config.seed + PRETRAIN_STREAM, config.pretrain_steps),
         steps_per_epoch=config.pretrain_steps,
         epochs=1,
-        callbacks=[FailOnNonFiniteLoss(record, config.pretrain_steps, "pretraining loss")]
+        callbacks=[
+            FailOnNonFiniteLoss(record, config.pretrain_steps, "pretraining loss"),
+            StopOnInterrupt(),
+        ]
         if record is not None
         else [],
         shuffle=False,
@@ -334,6 +338,7 @@ def run(
             initial_epoch=done,
             callbacks=[
                 FailOnNonFiniteLoss(record, config.steps_per_epoch),
+                StopOnInterrupt(),
                 EpochCheckpoint(record, evaluate=lambda m: {}),
             ],
             shuffle=False,  # batch k is batch k

@@ -33,6 +33,7 @@ from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
     FreshBatches,
+    StopOnInterrupt,
     distribution_summary,
     dtype_policy,
     raise_if_failed,
@@ -217,7 +218,11 @@ def run(
                 steps_per_epoch=config.steps_per_epoch,
                 epochs=config.max_epochs,
                 initial_epoch=done,
-                callbacks=[FailOnNonFiniteLoss(record, config.steps_per_epoch), callback],
+                callbacks=[
+                    FailOnNonFiniteLoss(record, config.steps_per_epoch),
+                    StopOnInterrupt(),
+                    callback,
+                ],
                 shuffle=False,  # batch k is batch k
                 verbose=verbose,
             )

@@ -2,6 +2,7 @@
 
 import sys
 
+from thesis_repro.cli import run_main
 from thesis_repro.lm.cli import main
 
-sys.exit(main())
+sys.exit(run_main(main))
