@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A slice of time on a lent GPU machine (issue 15): grids make progress in every slice, and every
-# record a slice writes comes back to be committed. Three steps, in the repository's root:
+# record a slice writes comes back to be committed. The steps, in the repository's root:
 #
 #   bash scripts/gpu_slice.sh prepare
 #       here, once per machine: the wheels the GPU machine lacks (keras at this checkout's
@@ -13,6 +13,9 @@
 #       into $OUT/records.tar
 #       and the checkpoints of its unfinished runs that fit (Raffel & Ellis ones; an LM
 #       `paper` checkpoint is too large) into $OUT/checkpoints.tar
+#   bash scripts/gpu_slice.sh measure
+#       there, before `run` in the same call (about 3 minutes): the backends issue's GPU
+#       benchmarks into $OUT/measure.txt (the README's H100 numbers come from it)
 #   bash scripts/gpu_slice.sh unpack DIR   (or: unpack TAR, the records alone)
 #       here, DIR being the folder the call's files came back in: unpacks the records and
 #       stages the finished ones for a commit; unfinished ones stay untracked, so they travel
@@ -28,6 +31,9 @@
 #   bash scripts/gpu_slice.sh run 540 \
 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
+# With the measurements first, the rest of a call is too short for an LM run:
+#   bash scripts/gpu_slice.sh measure; bash scripts/gpu_slice.sh run 330 \
+#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report'
 set -euo pipefail
 
 prepare() {
@@ -46,17 +52,45 @@ prepare() {
     ls -l .gpu/whl && du -sh .gpu
 }
 
-run() {
-    local seconds=$1
-    shift
-    [ $# -gt 0 ] || { echo "usage: gpu_slice.sh run SECONDS 'COMMAND' ..." >&2; exit 2; }
-    # Keras is missing on the GPU machine; a warm machine has it in /tmp/site from the last call.
+# Keras on JAX there: Keras is missing on the GPU machine (a warm machine has it in /tmp/site
+# from the last call).
+device_env() {
     PYTHONPATH=/tmp/site python3 -c 'import keras' 2> /dev/null \
         || python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
             .gpu/whl/*.whl
     export PYTHONPATH=/tmp/site:. KERAS_BACKEND=jax THESIS_REPRO_DATA=.gpu/data
     export THESIS_REPRO_CHECKPOINT_SECONDS=${THESIS_REPRO_CHECKPOINT_SECONDS:-60}
     export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+}
+
+# The backends issue's GPU numbers (issue 14), about 3 minutes, into $OUT/measure.txt: the
+# Raffel & Ellis step at T0 = 10,000 unfused and fused at three chunk sizes (target 2 ms), in
+# bfloat16 too, and the LM `paper` update (V = 37,373, batch 1000; target 0.5 ms) in float32
+# and bfloat16. Each benchmark compares against its reference in the same run.
+measure() {
+    device_env
+    local out=${OUT:-/tmp/out}
+    mkdir -p "$out"
+    {
+        nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
+        timeout 60 python3 benchmarks/bench_ffattention.py --t0 10000 --steps 30 \
+            --configs reference+xla chunked+xla --chunk-sizes 64 256 1024 || true
+        timeout 40 python3 benchmarks/bench_ffattention.py --t0 10000 --steps 30 \
+            --configs reference+xla chunked+xla --chunk-sizes 1024 \
+            --dtype-policy mixed_bfloat16 || true
+        for policy in float32 mixed_bfloat16; do
+            timeout 45 python3 benchmarks/bench_lm.py --vocab 37373 --words 7000000 --rounds 3 \
+                --steps 20 --fit-steps 40 --dtype-policy $policy || true
+        done
+    } > "$out/measure.txt" 2>&1
+    grep -v '^I0000\|^WARNING: All' "$out/measure.txt" | tail -n 40
+}
+
+run() {
+    local seconds=$1
+    shift
+    [ $# -gt 0 ] || { echo "usage: gpu_slice.sh run SECONDS 'COMMAND' ..." >&2; exit 2; }
+    device_env
     # Checkpoints of unfinished runs that an earlier slice brought back (`unpack DIR` keeps
     # them in .gpu/): a fresh machine resumes those runs instead of starting them over.
     if [ -f .gpu/checkpoints.tar ]; then
@@ -139,6 +173,7 @@ unpack() {
 case ${1:-} in
     prepare) prepare ;;
     run) shift; run "$@" ;;
+    measure) measure ;;
     unpack) shift; unpack "$@" ;;
-    *) sed -n '2,30p' "$0"; exit 2 ;;
+    *) sed -n '2,36p' "$0"; exit 2 ;;
 esac
