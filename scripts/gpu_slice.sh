@@ -14,7 +14,7 @@
 #       and the checkpoints of its unfinished runs that fit (Raffel & Ellis ones; an LM
 #       `paper` checkpoint is too large) into $OUT/checkpoints.tar
 #   bash scripts/gpu_slice.sh measure
-#       there, before `run` in the same call (about 3 minutes): the backends issue's GPU
+#       there, before `run` in the same call (at most 4 minutes): the backends issue's GPU
 #       benchmarks into $OUT/measure.txt (the README's H100 numbers come from it)
 #   bash scripts/gpu_slice.sh unpack DIR   (or: unpack TAR, the records alone)
 #       here, DIR being the folder the call's files came back in: unpacks the records and
@@ -32,7 +32,7 @@
 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
 # With the measurements first, the rest of a call is too short for an LM run:
-#   bash scripts/gpu_slice.sh measure; bash scripts/gpu_slice.sh run 330 \
+#   bash scripts/gpu_slice.sh measure; bash scripts/gpu_slice.sh run 300 \
 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report'
 set -euo pipefail
 
@@ -63,24 +63,22 @@ device_env() {
     export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 }
 
-# The backends issue's GPU numbers (issue 14), about 3 minutes, into $OUT/measure.txt: the
-# Raffel & Ellis step at T0 = 10,000 unfused and fused at three chunk sizes (target 2 ms), in
-# bfloat16 too, and the LM `paper` update (V = 37,373, batch 1000; target 0.5 ms) in float32
-# and bfloat16. Each benchmark compares against its reference in the same run.
+# The backends issue's GPU numbers (issue 14), at most 4 minutes, into $OUT/measure.txt: the
+# Raffel & Ellis step at T0 = 10,000, unfused and fused with larger chunks than the CPU's 64
+# (target 2 ms; each configuration is a fresh process, printed as it finishes), and the LM
+# `paper` update (V = 37,373, batch 1000; target 0.5 ms) in float32 and bfloat16 (printed at
+# the end of each). Each benchmark compares against its reference in the same run.
 measure() {
     device_env
     local out=${OUT:-/tmp/out}
     mkdir -p "$out"
     {
         nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
-        timeout 60 python3 benchmarks/bench_ffattention.py --t0 10000 --steps 30 \
-            --configs reference+xla chunked+xla --chunk-sizes 64 256 1024 || true
-        timeout 40 python3 benchmarks/bench_ffattention.py --t0 10000 --steps 30 \
-            --configs reference+xla chunked+xla --chunk-sizes 1024 \
-            --dtype-policy mixed_bfloat16 || true
+        timeout 100 python3 benchmarks/bench_ffattention.py --t0 10000 --steps 30 \
+            --configs reference+xla chunked+xla --chunk-sizes 256 1024 || true
         for policy in float32 mixed_bfloat16; do
-            timeout 45 python3 benchmarks/bench_lm.py --vocab 37373 --words 7000000 --rounds 3 \
-                --steps 20 --fit-steps 40 --dtype-policy $policy || true
+            timeout 70 python3 benchmarks/bench_lm.py --vocab 37373 --words 7000000 --rounds 2 \
+                --steps 10 --fit-steps 20 --dtype-policy $policy || true
         done
     } > "$out/measure.txt" 2>&1
     grep -v '^I0000\|^WARNING: All' "$out/measure.txt" | tail -n 40
