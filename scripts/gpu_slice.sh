@@ -26,14 +26,16 @@
 # Size a slice for its LM runs to finish in it: a lease of 15 minutes is one call of about 9.
 # An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update), so one at a
 # time; four side by side take 5 ms per update each and none would finish. The Raffel & Ellis
-# runs are short and resume anywhere: many at once. Example (one run of Table 3.1 at the
-# thesis's scale beside the Raffel & Ellis paper grid's long columns):
+# runs are short and resume anywhere: many at once, unfused (THESIS_REPRO_FF_CHUNK_SIZE=0:
+# 6.3 ms per step at T0 = 10,000 on an H100 against 11.4 fused with chunks of 64; `measure`
+# times larger chunks). Example (one run of Table 3.1 at the thesis's scale beside the
+# Raffel & Ellis paper grid's long columns):
 #   bash scripts/gpu_slice.sh run 540 \
 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
-#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
+#     'THESIS_REPRO_FF_CHUNK_SIZE=0 python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
 # With the measurements first, the rest of a call is too short for an LM run:
 #   bash scripts/gpu_slice.sh measure; bash scripts/gpu_slice.sh run 300 \
-#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report'
+#     'THESIS_REPRO_FF_CHUNK_SIZE=0 python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report'
 set -euo pipefail
 
 prepare() {
@@ -173,5 +175,5 @@ case ${1:-} in
     run) shift; run "$@" ;;
     measure) measure ;;
     unpack) shift; unpack "$@" ;;
-    *) sed -n '2,36p' "$0"; exit 2 ;;
+    *) sed -n '2,38p' "$0"; exit 2 ;;
 esac
