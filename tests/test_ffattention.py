@@ -541,3 +541,30 @@ def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
         noise = rng.normal(0, 0.01, len(test.y))
         _, b, stderr, _ = probe.length_terms(noise, test.y, lengths)
         assert abs(b) < 4 * stderr
+
+
+def test_temporal_order_bounds_file_is_what_the_script_computes():
+    """``results/diagnostics/temporal-order-bounds.json`` matches ``scripts/
+    temporal_order_bounds.py`` on the committed records, and its bounds match the class
+    counts by the definitions (an order-blind model answers one class for all mixed pairs; its
+    best loss is their split's entropy)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "temporal_order_bounds", root / "scripts" / "temporal_order_bounds.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    committed = json.loads((root / script.OUT).read_text())["runs"]
+    records = load_records(root / "results" / "ffattention" / "temporal_order")
+    assert [script.bounds(r) for r in records] == committed
+    for row in committed:
+        xx, xy, yx, yy = (row["test_class_counts"][c] for c in ("XX", "XY", "YX", "YY"))
+        n, mixed = xx + xy + yx + yy, xy + yx
+        assert row["orderless_accuracy_ceiling"] == pytest.approx((xx + yy + max(xy, yx)) / n)
+        entropy = -(xy * np.log(xy / mixed) + yx * np.log(yx / mixed)) / n
+        assert row["orderless_loss_floor"] == pytest.approx(entropy)
+        assert row["test_loss"] >= row["orderless_loss_floor"] - 0.005  # order-blind, as 2.4
