@@ -560,7 +560,9 @@ def test_temporal_order_bounds_file_is_what_the_script_computes():
     spec.loader.exec_module(script)
     committed = json.loads((root / script.OUT).read_text())["runs"]
     records = load_records(root / "results" / "ffattention" / "temporal_order")
-    assert [script.bounds(r) for r in records] == committed
+    assert [script.bounds(r) for r in records] == committed, (
+        "new temporal-order records: run python scripts/temporal_order_bounds.py and commit"
+    )
     for row in committed:
         xx, xy, yx, yy = (row["test_class_counts"][c] for c in ("XX", "XY", "YX", "YY"))
         n, mixed = xx + xy + yx + yy, xy + yx
