@@ -10,7 +10,8 @@ A run whose training loss becomes NaN or infinite fails: :class:`FailOnNonFinite
 records the run as failed (``RunRecord.fail``) and stops training; :class:`EpochCheckpoint`
 logs and checkpoints no epoch after that, and :func:`raise_if_failed`, called after
 ``model.fit``, deletes the run's checkpoints and raises ``records.RunFailed`` instead of letting
-the run finish.
+the run finish. Ctrl-C stops it at the next update on every backend (:func:`catch_interrupts`,
+:class:`StopOnInterrupt`).
 """
 
 from __future__ import annotations
