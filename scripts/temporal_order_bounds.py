@@ -35,7 +35,7 @@ def bounds(record: dict) -> dict:
     """The record's last epoch beside the order-blind bounds of its test set."""
     labels = np.concatenate([b.y for b in test_set(RunConfig(**record["config"]))])
     last = record["epochs"][-1]
-    counts = np.bincount(labels, minlength=len(tasks.TEMPORAL_ORDER_CLASSES))
+    counts = tasks.temporal_order_class_counts(labels)
     return {
         "run": run_name(record),
         "epochs": len(record["epochs"]),

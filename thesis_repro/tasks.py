@@ -42,6 +42,7 @@ __all__ = [
     "raffel_length_range",
     "raffel_multiplication",
     "temporal_order",
+    "temporal_order_class_counts",
     "temporal_order_orderless_labels",
     "thesis_addition",
 ]
@@ -419,19 +420,25 @@ def temporal_order_orderless_labels(y: np.ndarray) -> np.ndarray:
     return np.array([0, 1, 1, 2], dtype=np.int32)[y]
 
 
+def temporal_order_class_counts(y: np.ndarray) -> np.ndarray:
+    """How many labels ``y`` of each class of :data:`TEMPORAL_ORDER_CLASSES` (XX, XY, YX, YY);
+    raises ``ValueError`` for no labels or one outside 0..3."""
+    y = np.asarray(y).reshape(-1)
+    if y.size == 0:
+        raise ValueError("empty label array")
+    if y.min() < 0 or y.max() > 3:
+        raise ValueError("temporal order labels must be in 0..3")
+    return np.bincount(y, minlength=4)
+
+
 def orderless_accuracy_ceiling(y: np.ndarray) -> float:
     """Best accuracy an order-blind classifier can reach on labels ``y`` (Raffel & Ellis, 3).
 
     ``(n_XX + n_YY + max(n_XY, n_YX)) / n``: it can only guess one of XY / YX for the merged
     class. About :data:`ORDERLESS_MAX_ACCURACY` = 0.75 for :func:`temporal_order` batches.
     """
-    y = np.asarray(y).reshape(-1)
-    if y.size == 0:
-        raise ValueError("empty label array")
-    counts = np.bincount(y, minlength=4)
-    if counts.size > 4 or y.min() < 0:
-        raise ValueError("temporal order labels must be in 0..3")
-    return float((counts[0] + counts[3] + max(counts[1], counts[2])) / y.size)
+    counts = temporal_order_class_counts(y)
+    return float((counts[0] + counts[3] + max(counts[1], counts[2])) / counts.sum())
 
 
 def orderless_loss_floor(y: np.ndarray) -> float:
@@ -441,8 +448,7 @@ def orderless_loss_floor(y: np.ndarray) -> float:
     predict the class's own split, ``p = n_XY / (n_XY + n_YX)``, which costs the split's
     entropy per mixed sequence. About ln(2)/2 = 0.347 for :func:`temporal_order` batches.
     """
-    orderless_accuracy_ceiling(y)  # the same checks of the labels
-    counts = np.bincount(np.asarray(y).reshape(-1), minlength=4)
+    counts = temporal_order_class_counts(y)
     mixed = counts[1] + counts[2]
     nats = sum(-n * math.log(n / mixed) for n in counts[1:3] if n)
     return float(nats / counts.sum())
