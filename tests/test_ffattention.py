@@ -408,7 +408,8 @@ def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(
     tmp_path, monkeypatch
 ):
     """``THESIS_REPRO_FF_CHUNK_SIZE``: chunk size of the fused layer from padded length 2000 on,
-    0 = the unfused layers at every length; the record names what trained."""
+    0 = the unfused layers at every length (the default on an accelerator; 64 on a CPU); the
+    record names what trained."""
     from thesis_repro.ffattention.train import implementation
     from thesis_repro.settings import SettingError, ff_chunk_size
 
@@ -422,6 +423,9 @@ def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(
         monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", value)
         record = ffattention.run(config, tmp_path / value, verbose=0)
         assert record["implementation"] == expected
+    assert ff_chunk_size("NVIDIA H200") == 256  # the variable decides on any device
+    monkeypatch.delenv("THESIS_REPRO_FF_CHUNK_SIZE")
+    assert (ff_chunk_size("cpu"), ff_chunk_size("NVIDIA H200")) == (64, 0)  # the defaults
     monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", "-3")
     with pytest.raises(SettingError, match="FF_CHUNK_SIZE"):
         ff_chunk_size()

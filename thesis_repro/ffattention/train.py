@@ -243,10 +243,11 @@ def run(
 def compiled_model(config: RunConfig) -> keras.Model:
     """``config``'s network (section 2.1), compiled with Adam (2.3) and the task's loss: MSE,
     or cross-entropy for temporal order. Fused and chunked from a padded length of
-    ``CHUNKED_FROM_LENGTH`` on (unless $THESIS_REPRO_FF_CHUNK_SIZE is 0)."""
+    ``CHUNKED_FROM_LENGTH`` on when ``settings.ff_chunk_size`` is not 0 (by default on a CPU,
+    not on an accelerator)."""
     classification = config.experiment == "temporal_order"
     longest = config.max_length if config.experiment == "variable" else config.t0
-    chunk_size = ff_chunk_size()
+    chunk_size = ff_chunk_size(compute_device()["device"])
     with dtype_policy(config.dtype_policy):
         model = raffel_model(
             features=tasks.N_FEATURES[config.task],
