@@ -374,6 +374,14 @@ class FailOnNonFiniteLoss(keras.callbacks.TerminateOnNaN):
         self.model.stop_training = True
 
 
+def run_guards(
+    record: RunRecord, steps_per_epoch: int, what: str = "loss", first_step: int = 0
+) -> list[keras.callbacks.Callback]:
+    """The callbacks every recorded training run fits with: ``FailOnNonFiniteLoss`` (its
+    arguments) and ``StopOnInterrupt``."""
+    return [FailOnNonFiniteLoss(record, steps_per_epoch, what, first_step), StopOnInterrupt()]
+
+
 def raise_if_failed(record: RunRecord) -> None:
     """After ``model.fit``: if the run failed, delete its checkpoints and raise ``RunFailed``."""
     if record.failed:

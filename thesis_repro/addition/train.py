@@ -39,12 +39,11 @@ from thesis_repro.records import CorruptRecord, RunRecord, load_record, warn_cor
 from thesis_repro.settings import RESULTS_DIR
 from thesis_repro.training import (
     EpochCheckpoint,
-    FailOnNonFiniteLoss,
     FreshBatches,
-    StopOnInterrupt,
     checkpoint_path,
     raise_if_failed,
     resume,
+    run_guards,
     set_seed,
 )
 
@@ -100,10 +99,7 @@ def pretrain_attention(
         FreshBatches(train_batch_fn(config), config.seed + PRETRAIN_STREAM, config.pretrain_steps),
         steps_per_epoch=config.pretrain_steps,
         epochs=1,
-        callbacks=[
-            FailOnNonFiniteLoss(record, config.pretrain_steps, "pretraining loss"),
-            StopOnInterrupt(),
-        ]
+        callbacks=run_guards(record, config.pretrain_steps, "pretraining loss")
         if record is not None
         else [],
         shuffle=False,
@@ -337,8 +333,7 @@ def run(
             epochs=target,
             initial_epoch=done,
             callbacks=[
-                FailOnNonFiniteLoss(record, config.steps_per_epoch),
-                StopOnInterrupt(),
+                *run_guards(record, config.steps_per_epoch),
                 EpochCheckpoint(record, evaluate=lambda m: {}),
             ],
             shuffle=False,  # batch k is batch k

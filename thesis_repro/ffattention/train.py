@@ -31,14 +31,13 @@ from thesis_repro.settings import (
 )
 from thesis_repro.training import (
     EpochCheckpoint,
-    FailOnNonFiniteLoss,
     FreshBatches,
-    StopOnInterrupt,
     distribution_summary,
     dtype_policy,
     raise_if_failed,
     remove_checkpoints,
     resume,
+    run_guards,
     set_seed,
     set_steps_per_execution,
 )
@@ -219,8 +218,7 @@ def run(
                 epochs=config.max_epochs,
                 initial_epoch=done,
                 callbacks=[
-                    FailOnNonFiniteLoss(record, config.steps_per_epoch),
-                    StopOnInterrupt(),
+                    *run_guards(record, config.steps_per_epoch),
                     callback,
                 ],
                 shuffle=False,  # batch k is batch k

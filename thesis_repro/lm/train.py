@@ -34,15 +34,14 @@ from thesis_repro.runner import walk_grid
 from thesis_repro.settings import RESULTS_DIR, steps_per_execution
 from thesis_repro.training import (
     EpochCheckpoint,
-    FailOnNonFiniteLoss,
     MidEpochCheckpoint,
     RestoreMetrics,
-    StopOnInterrupt,
     distribution_summary,
     raise_if_failed,
     remove_checkpoints,
     resume,
     resume_partial,
+    run_guards,
     save_model_atomic,
     set_seed,
     set_steps_per_execution,
@@ -169,8 +168,7 @@ def run(
             callbacks=[
                 timer,
                 RestoreMetrics(metric_state) if first_step else keras.callbacks.Callback(),
-                FailOnNonFiniteLoss(record, batches.steps_per_epoch, first_step=first_step),
-                StopOnInterrupt(),
+                *run_guards(record, batches.steps_per_epoch, first_step=first_step),
                 MidEpochCheckpoint(record, first_step=first_step),
                 EpochCheckpoint(record, evaluate, verbose=verbose),
                 *callbacks,
