@@ -125,23 +125,18 @@ run() {
 }
 
 # Exit status 0 for a record that is finished or failed (a result either way), else 1.
-DONE='import json, sys; r = json.load(open(sys.argv[1])); sys.exit(not (r.get("finished") or r.get("failed")))'
+DONE='import sys; from thesis_repro.records import load_record, settled; sys.exit(not settled(load_record(sys.argv[1])))'
 
 # NUL-separated: the checkpoints of the runs whose record is unfinished, at most 12 MiB each
 # and 15 MiB in all (what comes back from a device call: 16 MiB a file), smallest first. A
 # Raffel & Ellis checkpoint is ~0.2 MB; an LM `paper` one (25-60 MB) never fits.
 RESUMABLE='
-import json, re, sys
-from pathlib import Path
+import sys
+from thesis_repro.training import unfinished_checkpoints
 total, chosen = 0, []
-for path in sorted(Path("results").glob("**/checkpoints/*.keras"), key=lambda p: p.stat().st_size):
-    stem = re.sub(r"-(epoch[0-9]+|partial)$", "", path.stem)
-    record = path.parent.parent / f"{stem}.json"
+for path in unfinished_checkpoints("results"):
     size = path.stat().st_size
-    if path.stem == stem or not record.exists() or size > 12 * 2**20 or total + size > 15 * 2**20:
-        continue
-    data = json.loads(record.read_text())
-    if not (data.get("finished") or data.get("failed")):
+    if size <= 12 * 2**20 and total + size <= 15 * 2**20:
         total += size
         chosen.append(str(path))
 sys.stdout.write("".join(f"{p}\0" for p in chosen))

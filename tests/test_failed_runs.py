@@ -25,7 +25,10 @@ from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,
     checkpoint_path,
+    checkpoint_record_path,
+    partial_checkpoint_path,
     raise_if_failed,
+    unfinished_checkpoints,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -245,3 +248,40 @@ def test_failed_run_exit_status_in_a_process(tmp_path: Path) -> None:
     lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and "failed: loss became" in lines[0], result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_unfinished_checkpoints_are_those_of_runs_without_a_result(tmp_path: Path):
+    """What a GPU slice brings back to resume elsewhere: the checkpoints (epoch or mid-epoch)
+    of runs whose record is neither finished nor failed, smallest first; none of finished or
+    failed runs, of runs without a record or with a corrupt one, and no other files."""
+    folder = tmp_path / "results" / "grid"
+    records = {name: RunRecord(folder / f"{name}.json", {"run": name}).start() for name in
+               ("running", "paused", "finished", "failed")}  # fmt: skip
+    for record in records.values():
+        record.save()  # an unfinished run's record as its first epoch leaves it
+    records["finished"].finish()
+    records["failed"].fail("loss became nan at update 3", 3)
+    written = {}
+    for size, (name, path) in enumerate(
+        [(name, checkpoint_path(record, 2)) for name, record in records.items()]
+        + [("paused-partial", partial_checkpoint_path(records["paused"]))],
+        start=1,
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * (100 - size))  # later ones smaller
+        written[name] = path
+    for path, owner in written.items():
+        assert checkpoint_record_path(owner) == folder / f"{path.removesuffix('-partial')}.json"
+    orphan = folder / "checkpoints" / "gone-epoch1.keras"
+    (folder / "corrupt.json").write_text("{")
+    for path in (orphan, folder / "checkpoints" / "corrupt-epoch1.keras"):
+        path.write_bytes(b"x")
+    stray = folder / "checkpoints" / "notes.keras"
+    stray.write_bytes(b"x")
+    assert checkpoint_record_path(stray) is None
+    assert checkpoint_record_path(folder / "running.json") is None
+    assert unfinished_checkpoints(tmp_path / "results") == [
+        written["paused-partial"],
+        written["paused"],
+        written["running"],
+    ]

@@ -431,6 +431,11 @@ def load_record(path: str | os.PathLike) -> Record | None:
     return cast(Record, record)
 
 
+def settled(record: Record) -> bool:
+    """Whether a run has its result: finished, or failed (``RunFailed``); else it resumes."""
+    return bool(record.get("finished") or record.get("failed"))
+
+
 _warned: set[Path] = set()
 
 

@@ -17,6 +17,8 @@ the run finish. Ctrl-C stops it at the next update on every backend (:func:`catc
 from __future__ import annotations
 
 import math
+import os
+import re
 import signal
 import threading
 import time
@@ -30,7 +32,7 @@ import keras
 import numpy as np
 
 from thesis_repro.files import atomic_path
-from thesis_repro.records import RunFailed, RunRecord
+from thesis_repro.records import CorruptRecord, RunFailed, RunRecord, load_record, settled
 from thesis_repro.settings import checkpoint_seconds
 
 BatchFn = Callable[[np.random.Generator], tuple[Any, Any]]
@@ -211,6 +213,30 @@ def drop_partial(record: RunRecord) -> None:
     """Forget the mid-epoch state once its epoch is complete (record entry and checkpoint)."""
     if record.data.pop("partial", None) is not None:
         partial_checkpoint_path(record).unlink(missing_ok=True)
+
+
+def checkpoint_record_path(path: Path) -> Path | None:
+    """The record that the checkpoint file ``path`` (``checkpoint_path`` or
+    ``partial_checkpoint_path``) belongs to; None for any other file."""
+    match = re.fullmatch(r"(.+)-(epoch[0-9]+|partial)", path.stem)
+    if match is None or path.suffix != ".keras" or path.parent.name != "checkpoints":
+        return None
+    return path.parent.parent / f"{match[1]}.json"
+
+
+def unfinished_checkpoints(folder: str | os.PathLike) -> list[Path]:
+    """The checkpoints under ``folder`` whose run has a record that is not ``settled``, smallest
+    first: what lets those runs resume elsewhere (``scripts/gpu_slice.sh`` brings them back)."""
+    chosen = []
+    for path in Path(folder).glob("**/checkpoints/*.keras"):
+        record_path = checkpoint_record_path(path)
+        try:
+            record = load_record(record_path) if record_path is not None else None
+        except CorruptRecord:
+            continue
+        if record is not None and not settled(record):
+            chosen.append(path)
+    return sorted(chosen, key=lambda p: p.stat().st_size)
 
 
 def _metric_state(model: keras.Model) -> list[list[Any]]:
