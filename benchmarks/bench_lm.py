@@ -12,11 +12,12 @@ measures
 - ms per update and training words per second through ``model.train_on_batch`` on one fixed
   minibatch (compute only), with and without ``jit_compile`` (XLA; the presets use XLA);
 - words per second of ``model.fit`` over ``TrainBatches`` (batches cut from a token array, as in
-  training: includes the input pipeline; XLA only, best round), timed from the end of the
-  first update to the end of the last, so that fit's setup per call (0.1-0.5 s, once per epoch
-  in training) does not count, and the time the host takes to
-  cut one minibatch (``TrainBatches[i]``: what the device would wait for if the pipeline did
-  not overlap; issue 14 asked whether it starves a GPU);
+  training: includes the input pipeline; XLA only, best round), with as many updates per
+  compiled call as training uses on this device (``settings.steps_per_execution``: 1 on a CPU,
+  16 on an accelerator), timed from the end of the first call to the end of the last, so
+  that fit's setup (0.1-0.5 s, once per run in training) does not count, and the time the
+  host takes to cut one minibatch (``TrainBatches[i]``: what the device would wait for if the
+  pipeline did not overlap; issue 14 asked whether it starves a GPU);
 - the share of the machine's matmul throughput the update reaches: the same run times an
   XLA-compiled function that does only the update's matrix multiplications, on the same shapes
   (forward ``m W_mh``, ``h W_hl`` and, for the attention model, ``E(prefix) W_wh``; backward the
@@ -51,6 +52,8 @@ from keras import ops
 
 from thesis_repro.lm import RunConfig, build_model
 from thesis_repro.lm.batches import TrainBatches, window_inputs
+from thesis_repro.records import compute_device
+from thesis_repro.settings import steps_per_execution
 from thesis_repro.training import set_steps_per_execution
 
 BATCH, EMBEDDING, HIDDEN, ORDER = 1000, 100, 200, 5
@@ -137,24 +140,29 @@ def model_for(prefix: int, vocab: int, jit: bool) -> keras.Model:
 
 
 class _UpdateClock(keras.callbacks.Callback):
-    """Times ``fit``'s updates from the end of the first to the end of the last. Reading the
-    loss makes each update finish before its time is taken (as training's callbacks do)."""
+    """Times ``fit``'s updates from the end of its first compiled call to the end of its last,
+    so that fit's setup does not count. Reading the loss makes each call finish before its time
+    is taken (as training's callbacks do). Keras calls ``on_train_batch_end`` once per call,
+    with the index of the call's last update (``steps_per_execution`` k: every k-th)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.ends: list[float] = []
+        self.ends: list[tuple[int, float]] = []
 
     def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
         float((logs or {}).get("loss", 0.0))
-        self.ends.append(time.perf_counter())
+        self.ends.append((batch, time.perf_counter()))
 
     def seconds_per_update(self) -> float:
-        return (self.ends[-1] - self.ends[0]) / (len(self.ends) - 1)
+        (first, start), (last, end) = self.ends[0], self.ends[-1]
+        return (end - start) / (last - first)
 
 
 def fit_overhead_ms(updates_per_call: int, updates: int = 960, rounds: int = 3) -> float:
     """Milliseconds per update of ``fit`` on a model with negligible compute (V = 50, batch 8):
-    Keras's loop, the callbacks and the host's batches (best of ``rounds``)."""
+    Keras's loop, the callbacks and the host's batches (best of ``rounds``; from the end of the
+    first compiled call to the end of the last: fit's setup, once per run in training, does not
+    count)."""
     vocab, batch = 50, 8
     tokens = np.random.default_rng(0).integers(0, vocab, 20_000).astype(np.int32)
     targets = np.arange(ORDER + 5, len(tokens))
@@ -167,11 +175,10 @@ def fit_overhead_ms(updates_per_call: int, updates: int = 960, rounds: int = 3) 
     best = float("inf")
     for index in range(rounds + 1):  # the first round compiles
         data = TrainBatches(tokens, targets, ORDER, 5, batch, seed=index, first_epoch=0, epochs=1)
-        start = time.perf_counter()
         clock = _UpdateClock()  # reads the loss after every call, as training's callbacks do
         model.fit(data, steps_per_epoch=updates, verbose=0, shuffle=False, callbacks=[clock])
         if index:
-            best = min(best, (time.perf_counter() - start) / updates)
+            best = min(best, clock.seconds_per_update())
     return 1000 * best
 
 
@@ -194,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         "--fit-steps",
         type=int,
         default=20,
-        help="updates per round timed in fit, after a first untimed one (default 20)",
+        help="at least this many updates per round timed in fit, in whole compiled calls "
+        "after a first untimed one (default 20)",
     )
     parser.add_argument(
         "--dtype-policy",
@@ -223,9 +231,19 @@ def main(argv: list[str] | None = None) -> None:
         label: TrainBatches(tokens, targets, ORDER, prefix, BATCH, seed=0, first_epoch=0, epochs=1)
         for label, prefix in MODELS.items()
     }
-    fit_steps = min(args.fit_steps, *(len(b) - 1 for b in batches.values()))
-    for label in MODELS:  # warm up fit's own compiled function
-        models[label, True].fit(batches[label], steps_per_epoch=2, verbose=0, shuffle=False)
+    # fit as training runs it: the updates per compiled call this device gets (settings), on
+    # models of its own (train_on_batch above takes one update per call)
+    most = steps_per_execution(compute_device()["device"])
+    calls = max(2, -(-args.fit_steps // most) + 1)
+    fit_steps = most * calls
+    if any(len(b) < fit_steps for b in batches.values()):
+        parser.error(f"--words too small for {fit_steps} updates of fit")
+    fit_models, per_call = {}, 1
+    for label, prefix in MODELS.items():  # build, compile, warm up fit's compiled function
+        keras.utils.set_random_seed(0)
+        fit_models[label] = model_for(prefix, args.vocab, True)
+        per_call = set_steps_per_execution(fit_models[label], fit_steps, most)
+        fit_models[label].fit(batches[label], steps_per_epoch=fit_steps, verbose=0, shuffle=False)
     matmuls = {
         label: matmul_function(matmul_shapes(MODELS[label], args.vocab), compute_dtype)
         for label in MODELS
@@ -247,11 +265,11 @@ def main(argv: list[str] | None = None) -> None:
             for _ in range(args.steps):
                 model.train_on_batch(*inputs[label])
             times[label, jit].append((time.perf_counter() - start) / args.steps)
-            if jit:  # per update, from the first update's end to the last's: no setup
+            if jit:  # per update, from the first call's end to the last's: no setup
                 clock = _UpdateClock()
-                model.fit(
+                fit_models[label].fit(
                     batches[label],
-                    steps_per_epoch=fit_steps + 1,
+                    steps_per_epoch=fit_steps,
                     verbose=0,
                     shuffle=False,
                     callbacks=[clock],
@@ -264,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{keras.__version__}, backend {keras.backend.backend()}, device {device_name()}, "
         f"dtype policy {args.dtype_policy}; {os.cpu_count()} CPUs; {args.words:,} words; "
         f"{args.rounds} rounds x "
-        f"{args.steps} updates"
+        f"{args.steps} updates; fit: {fit_steps} updates, {per_call} per compiled call"
     )
     print(f"peak: square matmul in {compute_dtype} {peak / 1e9:.0f} GFLOP/s")
     print()
