@@ -29,10 +29,10 @@
 # runs resumed from their checkpoints in each.
 # An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update), so one at a
 # time; four side by side take 5 ms per update each and none would finish. The Raffel & Ellis
-# runs are short and resume anywhere: many at once, unfused (the default on a GPU:
-# 6.3 ms per step at T0 = 10,000 on an H100 against 11.4 fused with chunks of 64, 5.4 on an
-# H200 against 6.1 with chunks of 1024: benchmarks/results/gpu_measure_h200.txt). Example (one run of Table 3.1 at the thesis's scale beside the
-# Raffel & Ellis paper grid's long columns):
+# runs are short and resume anywhere: many at once, unfused (the default on a GPU: 6.3 ms
+# per step at T0 = 10,000 on an H100 against 11.4 fused with chunks of 64, 5.4 on an H200
+# against 6.1 with chunks of 1024: benchmarks/results/gpu_measure_h200.txt). Example (one run
+# of Table 3.1 at the thesis's scale beside the Raffel & Ellis paper grid's long columns):
 #   bash scripts/gpu_slice.sh run 540 \
 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
