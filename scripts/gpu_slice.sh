@@ -25,20 +25,21 @@
 #
 # Size a slice for its LM runs to finish in it. A lease of 15 minutes (2026-11-26, H200): the
 # machine started in ~40 s, then three calls back to back (409 + 303 + 78 s), each unpacked
-# here before the next; a warm machine waits 30 s for the next call, and the Raffel & Ellis
-# runs resumed from their checkpoints in each.
-# An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update), so one at a
-# time; four side by side take 5 ms per update each and none would finish. The Raffel & Ellis
-# runs are short and resume anywhere: many at once, unfused (the default on a GPU: 6.3 ms
-# per step at T0 = 10,000 on an H100 against 11.4 fused with chunks of 64, 5.4 on an H200
-# against 6.1 with chunks of 1024: benchmarks/results/gpu_measure_h200.txt). Example (one run
-# of Table 3.1 at the thesis's scale beside the Raffel & Ellis paper grid's long columns):
-#   bash scripts/gpu_slice.sh run 540 \
-#     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 1 --no-report --verbose 2' \
-#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 6 --no-report'
-# With the measurements first, the rest of a call is too short for an LM run:
-#   bash scripts/gpu_slice.sh measure; bash scripts/gpu_slice.sh run 300 \
-#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report'
+# here before the next; a warm machine waits 30 s for the next call and keeps what the last
+# one left in git-ignored paths (the LM checkpoints), so runs resume there call after call.
+# An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update); four side by
+# side take 5 ms per update each and none would finish in a lease. The Raffel & Ellis runs
+# are short and resume anywhere: many at once, unfused (the default on a GPU: 6.3 ms per
+# step at T0 = 10,000 on an H100 against 11.4 fused with chunks of 64, 5.4 on an H200 against
+# 6.1 with chunks of 1024: benchmarks/results/gpu_measure_h200.txt). Examples for one lease:
+# LM runs alone, two side by side, over two calls (unpack between them; the second resumes
+# them on the warm machine and should see them finish):
+#   bash scripts/gpu_slice.sh run 540 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 2 --no-report --verbose 2'
+#   bash scripts/gpu_slice.sh run 240 '<the same command>'
+# or the Raffel & Ellis paper grid's long columns and the variable-length runs, many at once
+# (16 runs finished and 8 advanced in the lease above):
+#   bash scripts/gpu_slice.sh run 540 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report' #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --only variable --jobs 4 --no-report'
+# `measure` first (at most 4 minutes) leaves too little of a call for an LM run.
 set -euo pipefail
 
 prepare() {
