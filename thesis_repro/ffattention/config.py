@@ -22,7 +22,8 @@ VARIABLE_MIN, VARIABLE_MAX = 50, 10000
 PAD_MULTIPLE = 512
 MIN_T0 = MIN_LENGTH_RAFFEL  # shortest Raffel addition sequence: the markers need room
 CUSTOM = "custom"  # the preset of a single `run` (its settings come from the command line)
-# From this padded length on, the fused chunked implementation is faster (bench_ffattention.py).
+# From this padded length on, the fused chunked implementation is faster on a CPU
+# (bench_ffattention.py; on an accelerator it is off by default: settings.ff_chunk_size).
 CHUNKED_FROM_LENGTH = 2000
 
 # Raffel & Ellis Table 1: epochs to 100% test accuracy (int) or accuracy after 100 epochs (float).
