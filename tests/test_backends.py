@@ -83,3 +83,35 @@ def test_data_parallel_runs_match_one_device(tmp_path):
                 assert abs(a[key] - b[key]) <= 1e-4 * max(1.0, abs(a[key])), (key, a, b)
     test = lm_one["summary"]["test_perplexity"], lm_two["summary"]["test_perplexity"]
     assert abs(test[0] / test[1] - 1) < 1e-4, test
+
+
+def test_records_say_how_an_accelerator_multiplies_float32_matrices():
+    """On a GPU both backends compute float32 matmuls in TF32 by default; a record made there
+    stores the setting (``hardware.matmul_precision``) and the report shows it. JAX: its
+    ``jax_default_matmul_precision`` (``default`` when unset); TensorFlow: its TF32 switch. A CPU
+    record has none (a CPU multiplies in float32 whatever the setting)."""
+    import jax
+    import tensorflow as tf
+
+    from thesis_repro.records import (
+        compute_device,
+        float32_matmul_precision,
+        format_hardware,
+        machine,
+    )
+
+    assert float32_matmul_precision("jax") == "default"
+    with jax.default_matmul_precision("float32"):
+        assert float32_matmul_precision("jax") == "float32"
+    enabled = tf.config.experimental.tensor_float_32_execution_enabled()
+    try:
+        for switch, expected in ((False, "float32"), (True, "tf32")):
+            tf.config.experimental.enable_tensor_float_32_execution(switch)
+            assert float32_matmul_precision("tensorflow") == expected
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(enabled)
+    assert compute_device()["device"] == "cpu" and "matmul_precision" not in compute_device()
+    gpu = {**machine(), "backend": "jax", "device": "NVIDIA H200", "dtype_policy": "float32"}
+    assert format_hardware(gpu).endswith("on NVIDIA H200, dtype policy float32")
+    shown = format_hardware({**gpu, "matmul_precision": "default"})
+    assert shown.endswith("on NVIDIA H200, dtype policy float32, float32 matmuls: default")

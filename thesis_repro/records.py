@@ -52,6 +52,7 @@ class Hardware(_HardwareRequired, total=False):
     the run's dtype policy; ``distribution`` and ``devices`` when it ran data-parallel."""
 
     dtype_policy: str  # every Keras run has it (not the NumPy Kneser-Ney records)
+    matmul_precision: str  # on an accelerator: the backend's float32 matmul setting
     distribution: str
     devices: int
     inferred: str  # set by scripts/migrate_records.py: how the above were filled
@@ -133,8 +134,9 @@ def hardware() -> Hardware:
 
 
 def compute_device() -> dict[str, str]:
-    """The Keras backend, the device it computes on (``cpu`` or the accelerator's name) and the
-    global dtype policy."""
+    """The Keras backend, the device it computes on (``cpu`` or the accelerator's name), the
+    global dtype policy and, on an accelerator, the float32 matmul setting
+    (:func:`float32_matmul_precision`)."""
     import keras
 
     backend = keras.backend.backend()
@@ -159,11 +161,35 @@ def compute_device() -> dict[str, str]:
                 device = torch.cuda.get_device_name(0)
     except Exception as error:  # never lose a run over a device query
         device = f"unknown ({type(error).__name__})"
-    return {
-        "backend": backend,
-        "device": device,
-        "dtype_policy": keras.config.dtype_policy().name,
-    }
+    found = {"backend": backend, "device": device, "dtype_policy": keras.config.dtype_policy().name}
+    if device != "cpu":
+        found["matmul_precision"] = float32_matmul_precision(backend)
+    return found
+
+
+def float32_matmul_precision(backend: str) -> str:
+    """How the backend multiplies float32 matrices on an accelerator, as it is set: for JAX
+    ``jax_default_matmul_precision`` (``default``: TF32 on NVIDIA GPUs since Ampere, JAX's
+    "Matmul precision" page), for TensorFlow ``tf32`` or ``float32`` (TensorFloat-32 execution,
+    on by default), for PyTorch ``torch.get_float32_matmul_precision()`` (``highest``: float32).
+    A CPU computes float32 matmuls in float32 whatever the setting."""
+    try:
+        if backend == "jax":
+            import jax
+
+            return str(jax.config.jax_default_matmul_precision or "default")
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+            return "tf32" if tf32 else "float32"
+        if backend == "torch":
+            import torch
+
+            return torch.get_float32_matmul_precision()
+    except Exception as error:  # never lose a run over a settings query
+        return f"unknown ({type(error).__name__})"
+    return "unknown"
 
 
 def command_line() -> str:
@@ -510,11 +536,14 @@ def grid_failures(records: list[Record]) -> str:
 
 
 def format_hardware(machine: Mapping[str, Any]) -> str:
-    """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``)."""
+    """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``),
+    and the float32 matmul setting where a record has one (an accelerator's)."""
+    precision = machine.get("matmul_precision")
     return (
         f"{machine['cpus']} CPUs ({machine['machine']}), {machine['system']}, Keras backend "
         f"{machine['backend']} on {machine['device']}, dtype policy "
         f"{machine.get('dtype_policy', 'none (NumPy)')}"
+        + (f", float32 matmuls: {precision}" if precision else "")
     )
 
 
