@@ -131,9 +131,19 @@ def inverse_time_schedule(eps0: float, decay: float) -> keras.optimizers.schedul
     )
 
 
+#: A run's checkpoints: ``checkpoints/<record stem>-<tag>.keras`` beside its record, the tag
+#: ``epoch<n>`` after n epochs (``checkpoint_path``) or ``partial`` within an epoch
+#: (``partial_checkpoint_path``); ``checkpoint_record_path`` inverts it.
+CHECKPOINT_NAME = re.compile(r"(?P<stem>.+)-(?P<tag>epoch[0-9]+|partial)\.keras")
+
+
+def _checkpoint_file(record: RunRecord, tag: str) -> Path:
+    return record.path.parent / "checkpoints" / f"{record.path.stem}-{tag}.keras"
+
+
 def checkpoint_path(record: RunRecord, epoch: int) -> Path:
     """Where the checkpoint after ``epoch`` epochs of ``record``'s run lives."""
-    return record.path.parent / "checkpoints" / f"{record.path.stem}-epoch{epoch}.keras"
+    return _checkpoint_file(record, f"epoch{epoch}")
 
 
 def resume(record: RunRecord, build: Callable[[], keras.Model]) -> tuple[keras.Model, int]:
@@ -206,7 +216,7 @@ class EpochCheckpoint(keras.callbacks.Callback):
 
 def partial_checkpoint_path(record: RunRecord) -> Path:
     """Where the mid-epoch checkpoint of ``record``'s run lives (one at a time)."""
-    return record.path.parent / "checkpoints" / f"{record.path.stem}-partial.keras"
+    return _checkpoint_file(record, "partial")
 
 
 def drop_partial(record: RunRecord) -> None:
@@ -218,10 +228,10 @@ def drop_partial(record: RunRecord) -> None:
 def checkpoint_record_path(path: Path) -> Path | None:
     """The record that the checkpoint file ``path`` (``checkpoint_path`` or
     ``partial_checkpoint_path``) belongs to; None for any other file."""
-    match = re.fullmatch(r"(.+)-(epoch[0-9]+|partial)", path.stem)
-    if match is None or path.suffix != ".keras" or path.parent.name != "checkpoints":
+    match = CHECKPOINT_NAME.fullmatch(path.name)
+    if match is None or path.parent.name != "checkpoints":
         return None
-    return path.parent.parent / f"{match[1]}.json"
+    return path.parent.parent / f"{match['stem']}.json"
 
 
 def unfinished_checkpoints(folder: str | os.PathLike) -> list[Path]:
