@@ -271,3 +271,37 @@ def test_a_ctrl_c_that_the_backend_swallowed_still_stops_the_training():
     finally:
         signal.signal(signal.SIGINT, previous)
         training._INTERRUPT_REQUESTED.clear()
+
+
+def test_a_run_resumed_on_another_machine_keeps_where_its_earlier_epochs_ran(tmp_path, monkeypatch):
+    """Issue 15's GPU runs go on in later leases, maybe on another kind of GPU: the record's
+    ``hardware`` is the last machine, ``earlier_machines`` the ones before (with the epochs done
+    before each move), and the table's "Ran on" line counts both. The run's own additions to
+    ``hardware`` (dtype policy) are no move."""
+    from thesis_repro import records
+
+    path = tmp_path / "run.json"
+    first = RunRecord(path, {"a": 1}).start("train a")
+    first.data["hardware"]["dtype_policy"] = "mixed_bfloat16"  # as a run's train.py adds
+    first.log_epoch(0, {"loss": 1.0}, 1.0)
+    first.log_epoch(1, {"loss": 0.5}, 1.0)
+    release(path)
+    same = RunRecord(path, {"a": 1}).start()
+    assert "earlier_machines" not in same.data, "same machine: nothing to keep"
+    release(path)  # not saved: the record on disk is still the first start's
+
+    elsewhere = {"backend": "jax", "device": "NVIDIA H200", "dtype_policy": "float32"}
+    elsewhere["matmul_precision"] = "default"
+    monkeypatch.setattr(records, "compute_device", lambda: elsewhere)
+    moved = RunRecord(path, {"a": 1}).start()
+    assert moved.data["earlier_machines"] == [
+        {"hardware": first.data["hardware"], "versions": first.data["versions"], "epochs": 2}
+    ]
+    assert moved.data["hardware"]["device"] == "NVIDIA H200"
+    moved.log_epoch(2, {"loss": 0.25}, 1.0)
+    moved.finish(score=1.0)
+    saved = records.load_record(path)
+    assert [m["device"] for m in records.machines_of(saved)] == ["cpu", "NVIDIA H200"]
+    ran_on = records.produced_by([saved])
+    assert "on cpu, dtype policy mixed_bfloat16 (1 records)" in ran_on
+    assert "on NVIDIA H200, dtype policy float32, float32 matmuls: default (1 records)" in ran_on

@@ -3,7 +3,9 @@
 A record is a dict with ``config`` (what was run), ``command`` (how), ``epochs`` (one entry per
 finished epoch, keyed by its index), ``summary`` (filled when the run finishes), ``finished``,
 ``versions`` and ``hardware``. A finished record means the run is never repeated; an unfinished
-one is continued from its checkpoint.
+one is continued from its checkpoint. Continued on another machine or device, the record keeps
+where its earlier epochs ran in ``earlier_machines`` (``hardware``, ``versions`` and ``epochs``,
+the epochs done before the move), and the tables' "Ran on" lines count every machine.
 
 A run whose training loss becomes NaN or infinite (``training.FailOnNonFiniteLoss``) is **failed**:
 its record keeps ``"finished": false`` and gains ``"failed": {"reason": "loss became nan at update
@@ -90,6 +92,7 @@ class Record(_RecordRequired, total=False):
     """
 
     ended: str
+    earlier_machines: list[dict[str, Any]]  # RunRecord.start: a run resumed on another machine
     failed: Failure
     path: str
     corpus: dict[str, Any]
@@ -353,8 +356,19 @@ class RunRecord:
             "started": time.strftime("%Y-%m-%d %H:%M:%S"),
             "wall_seconds": 0.0,
         }
+        now = hardware()
+        if existing is not None and _where(existing.get("hardware", {})) != _where(now):
+            # resumed on another machine or device (a GPU run of issue 15 goes on in a later
+            # lease): keep where its earlier epochs ran
+            self.data.setdefault("earlier_machines", []).append(
+                {
+                    "hardware": existing["hardware"],
+                    "versions": existing.get("versions", {}),
+                    "epochs": self.completed_epochs(),
+                }
+            )
         self.data["versions"] = library_versions()
-        self.data["hardware"] = hardware()
+        self.data["hardware"] = now
         return self
 
     def completed_epochs(self) -> int:
@@ -535,6 +549,22 @@ def grid_failures(records: list[Record]) -> str:
     )
 
 
+#: The keys of ``hardware()`` that say where a run ran (a run adds its dtype policy and
+#: distribution after ``RunRecord.start``; those are the run's, not the machine's).
+WHERE_KEYS = ("machine", "cpus", "system", "backend", "device", "matmul_precision")
+
+
+def _where(machine: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: machine.get(key) for key in WHERE_KEYS}
+
+
+def machines_of(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every machine a record's epochs ran on: the ``earlier_machines`` of a run resumed
+    elsewhere, then its last (``hardware``)."""
+    earlier = [m["hardware"] for m in record.get("earlier_machines", [])]
+    return earlier + ([record["hardware"]] if "hardware" in record else [])
+
+
 def format_hardware(machine: Mapping[str, Any]) -> str:
     """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``),
     and the float32 matmul setting where a record has one (an accelerator's)."""
@@ -562,6 +592,6 @@ def produced_by(records: list[Record], limit: int = 3) -> str:
     commands = sorted({r.get("command", "?") for r in records})
     more = f" (and {len(commands) - limit} more)" if len(commands) > limit else ""
     line = "Produced by: " + "; ".join(f"`{c}`" for c in commands[:limit]) + more
-    machines = counted([format_hardware(r["hardware"]) for r in records if "hardware" in r])
+    machines = counted([format_hardware(m) for r in records for m in machines_of(r)])
     seconds = sum(run_seconds(r) for r in records)
     return f"{line}. Ran on: {machines}; wall time {hours(seconds)} summed over the runs."
