@@ -517,18 +517,57 @@ def test_grid_filters_pick_cells_of_the_preset():
     assert len(chosen()) == len(ffattention.runs("paper"))
 
 
+def load_script(name: str):
+    """``scripts/<name>.py`` as a module (the scripts are not a package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_plateau_lengths_takes_each_cell_seeds_fastest_run_and_counts_its_plateau():
+    """``scripts/plateau_lengths.py`` on hand-made records: the run reported is the one that got
+    to 100% first (a tie goes to the one above the threshold first), runs that never got there
+    are ignored, and the plateau is the epochs from the threshold to 100%."""
+    script = load_script("plateau_lengths")
+
+    def run(lr: float, accuracies: list[float], seed: int = 0, t0: int = 500, masked=True):
+        config = {"preset": "paper", "task": "addition", "pooling": "attention", "t0": t0}
+        config.update(learning_rate=lr, seed=seed, mask_padding=masked)
+        return {"config": config, "epochs": [{"test_accuracy": a} for a in accuracies]}
+
+    slow = run(1e-3, [0.5, 0.96, 0.97, 0.99, 1.0])  # 100% at 5, above 95% from 2
+    tied_late = run(3e-3, [0.5, 0.7, 0.9, 0.96, 1.0])  # 100% at 5 too, above 95% only from 4
+    never = run(1e-2, [0.99, 0.999, 0.98])  # pruned or capped short of 100%
+    assert script.plateau([tied_late, slow, never], 0.95) == script.Plateau(1e-3, 2, 5)
+    assert script.plateau([tied_late], 0.95).epochs == 1
+    assert script.plateau([never], 0.95) is None
+    assert script.first_epoch([0.2, 0.95, 1.0], 0.95) == 2
+
+    other = run(1e-2, [1.0], seed=1, masked=False)
+    grouped = script.cells(
+        [slow, never, other, {**other, "config": {"preset": "cpu"}}], "addition", "attention"
+    )
+    assert {key: len(runs) for key, runs in grouped.items()} == {
+        (True, 500, 0): 2,
+        (False, 500, 1): 1,
+    }
+    lines = script.table(grouped, 0.95)
+    assert "| masked | 500 | 0 | 0.001 | 2 | 5 | 3 |" in lines
+    assert "| unmasked | 500 | 1 | 0.01 | 1 | 1 | 0 |" in lines
+    assert "| masked | 500 | 1 | 3 [3-3] |" in lines
+
+
 def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
     """``scripts/padding_length_bias.py``: a readout that scales the marked values by
     s = mean(L) / L has, to first order, b = -1 and b0 = 0.5 on addition (0.5 + (y - 0.5) s) and
     b = -2, b0 = 0 on multiplication (y s^2); one that knows L has b = b0 = 0; lengths are read
     back from the end markers even when ``lengths`` says the padded width."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "padding_length_bias.py"
-    spec = importlib.util.spec_from_file_location("padding_length_bias", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = load_script("padding_length_bias")
     blind_readouts = {
         "addition": (lambda y, s: 0.5 + (y - 0.5) * s, 0.5, -1.0),
         "multiplication": (lambda y, s: y * s**2, 0.0, -2.0),
@@ -552,16 +591,11 @@ def test_temporal_order_bounds_file_is_what_the_script_computes():
     temporal_order_bounds.py`` on the committed records, and its bounds match the class
     counts by the definitions (an order-blind model answers one class for all mixed pairs; its
     best loss is their split's entropy)."""
-    import importlib.util
     import json
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location(
-        "temporal_order_bounds", root / "scripts" / "temporal_order_bounds.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("temporal_order_bounds")
     committed = json.loads((root / script.OUT).read_text())["runs"]
     records = load_records(root / "results" / "ffattention" / "temporal_order")
     assert [script.bounds(r) for r in records] == committed, (
