@@ -68,7 +68,8 @@ def time_calls(fn: Callable[[], object], repeats: int) -> float:
         result = fn()
     for r in result if isinstance(result, (list, tuple)) else [result]:
         # Wait for the device by reading one element: copying a whole product to the host
-        # (64 MB for a 4096^2 one) was counted in the time before, ~10 ms through a GPU VM's link.
+        # (64 MB for a 4096^2 one) was counted in the time before (most likely the ~11 ms per
+        # call of the H200 'peak' in benchmarks/results/gpu_measure_h200.txt).
         ops.convert_to_numpy(r[(0,) * len(r.shape)])
     return (time.perf_counter() - start) / repeats
 

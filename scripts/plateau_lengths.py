@@ -6,11 +6,11 @@ The README's masked-padding explanation (``scripts/padding_length_bias.py``): a 
 gets above ~95% test accuracy quickly and then spends epochs on the last few test sequences,
 because its readout does not recover the sequence length. This reads the Table 1 records of
 the ``paper`` preset (no training) and, for every cell and seed (task, T0, pooling, masked or
-unmasked, seed), takes the learning rate that got to 100% first (the run the table reports;
-ties: the one above the threshold first) and prints the epoch its test accuracy first reached
-``--threshold``, the epoch it reached 100%, and the epochs between (the plateau), then the
-median plateau per T0. Runs of a cell that did not get to 100% are ignored; a cell-seed with
-no such run prints ``-``. A run stopped by the grid's pruning never got to 100% and is ignored.
+unmasked, seed), takes the run the table reports (``ffattention.report.best_over_learning_rates``:
+fewest epochs to 100%; among tied rates the table's choice) and prints the epoch its test
+accuracy first reached ``--threshold``, the epoch it reached 100%, and the epochs between (the
+plateau), then the median plateau per T0. A cell-seed whose reported run never got to 100%
+prints ``-``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from thesis_repro.records import load_records
+from thesis_repro.ffattention.config import summarize
+from thesis_repro.ffattention.report import best_over_learning_rates
+from thesis_repro.records import Record, load_records
 
 RECORDS = Path("results/ffattention/table1")
 
@@ -45,21 +47,20 @@ def first_epoch(accuracies: Iterable[float], at_least: float) -> int | None:
     return next((i for i, a in enumerate(accuracies, 1) if a >= at_least), None)
 
 
-def plateau(runs: Iterable[Mapping[str, Any]], threshold: float) -> Plateau | None:
-    """The fastest of one cell-seed's runs (records) to 100% test accuracy, or None."""
-    found = []
-    for run in runs:
-        accuracies = [e["test_accuracy"] for e in run["epochs"]]
-        solved = first_epoch(accuracies, 1.0)
-        if solved is not None:
-            above = first_epoch(accuracies, threshold)
-            found.append(Plateau(run["config"]["learning_rate"], above, solved))
-    return min(found, key=lambda p: (p.solved, p.first_above), default=None)
+def plateau(runs: list[Record], threshold: float) -> Plateau | None:
+    """The plateau of the run Table 1 reports for one cell-seed (``runs``: its learning
+    rates), or None when that run did not get to 100%."""
+    (best,) = best_over_learning_rates(runs)
+    solved = summarize(best["epochs"])["epochs_to_100"]
+    if solved is None:
+        return None
+    above = first_epoch((e["test_accuracy"] for e in best["epochs"]), threshold)
+    return Plateau(best["config"]["learning_rate"], above, solved)
 
 
 def cells(
-    records: Iterable[Mapping[str, Any]], task: str, pooling: str
-) -> dict[tuple[bool, int, int], list[Mapping[str, Any]]]:
+    records: Iterable[Record], task: str, pooling: str
+) -> dict[tuple[bool, int, int], list[Record]]:
     """The ``paper`` Table 1 records of ``task`` and ``pooling`` by (masked, T0, seed)."""
     grouped = defaultdict(list)
     for record in records:
@@ -73,7 +74,7 @@ def cells(
     return grouped
 
 
-def table(grouped: Mapping[tuple[bool, int, int], list], threshold: float) -> list[str]:
+def table(grouped: Mapping[tuple[bool, int, int], list[Record]], threshold: float) -> list[str]:
     """Markdown: one row per cell-seed, then the median plateau per padding and T0."""
     lines = [
         f"| padding | T0 | seed | learning rate | first >= {threshold:.0%} | 100% | plateau |",

@@ -529,22 +529,28 @@ def load_script(name: str):
     return module
 
 
-def test_plateau_lengths_takes_each_cell_seeds_fastest_run_and_counts_its_plateau():
-    """``scripts/plateau_lengths.py`` on hand-made records: the run reported is the one that got
-    to 100% first (a tie goes to the one above the threshold first), runs that never got there
-    are ignored, and the plateau is the epochs from the threshold to 100%."""
+def test_plateau_lengths_takes_the_run_the_table_reports_and_counts_its_plateau():
+    """``scripts/plateau_lengths.py`` on hand-made records: the run is the one Table 1 reports
+    for the cell-seed (``best_over_learning_rates``, ties included), a cell-seed whose run never
+    got to 100% has none, and the plateau is the epochs from the threshold to 100%."""
     script = load_script("plateau_lengths")
 
     def run(lr: float, accuracies: list[float], seed: int = 0, t0: int = 500, masked=True):
         config = {"preset": "paper", "task": "addition", "pooling": "attention", "t0": t0}
         config.update(learning_rate=lr, seed=seed, mask_padding=masked)
-        return {"config": config, "epochs": [{"test_accuracy": a} for a in accuracies]}
+        epochs = [{"epoch": i, "test_accuracy": a} for i, a in enumerate(accuracies, 1)]
+        return {"config": config, "epochs": epochs, "summary": {}}
 
     slow = run(1e-3, [0.5, 0.96, 0.97, 0.99, 1.0])  # 100% at 5, above 95% from 2
-    tied_late = run(3e-3, [0.5, 0.7, 0.9, 0.96, 1.0])  # 100% at 5 too, above 95% only from 4
-    never = run(1e-2, [0.99, 0.999, 0.98])  # pruned or capped short of 100%
-    assert script.plateau([tied_late, slow, never], 0.95) == script.Plateau(1e-3, 2, 5)
-    assert script.plateau([tied_late], 0.95).epochs == 1
+    fast = run(3e-3, [0.5, 0.7, 0.96, 1.0])  # 100% at 4, above 95% from 3
+    tied = run(1e-2, [0.5, 0.7, 0.9, 0.96, 1.0])  # 100% at 5 like slow, above 95% from 4
+    never = run(3e-4, [0.99, 0.999, 0.98])  # pruned or capped short of 100%
+    assert script.plateau([slow, fast, never], 0.95) == script.Plateau(3e-3, 3, 4)
+    for runs in ([slow, tied, never], [tied, slow, never]):
+        (table_run,) = best_over_learning_rates(runs)
+        found = script.plateau(runs, 0.95)
+        assert found.learning_rate == table_run["config"]["learning_rate"]
+        assert found.epochs == {1e-3: 3, 1e-2: 1}[found.learning_rate]
     assert script.plateau([never], 0.95) is None
     assert script.first_epoch([0.2, 0.95, 1.0], 0.95) == 2
 
