@@ -43,7 +43,6 @@ from thesis_repro.cli import (
     add_figures_option,
     add_results_option,
     add_verbose_option,
-    interrupted,
     run_main,
 )
 from thesis_repro.corpus import CorpusError
@@ -234,8 +233,6 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as failed:
         print(f"error: {failed}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return interrupted()
     return 0
 
 

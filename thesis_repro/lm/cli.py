@@ -19,7 +19,6 @@ from thesis_repro.cli import (
     add_results_option,
     add_verbose_option,
     int_at_least,
-    interrupted,
     positive_int,
     seed_int,
 )
@@ -475,8 +474,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunFailed as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return interrupted()
     print(f"done in {time.time() - started:.0f} s")
     return 0
 
