@@ -11,7 +11,8 @@ Measures ms per training step and the process's peak resident memory for
 - ``reference+xla``: the same model compiled with XLA (``jit_compile=True``);
 - ``chunked+xla``: ``raffel_model(chunked=True)``: h and the pooling fused in chunks of 64
   steps with a recomputing gradient (``layers.ChunkedFeedForwardPooling``), XLA-compiled — what
-  ``python -m thesis_repro.ffattention`` uses for T0 >= 1000.
+  ``python -m thesis_repro.ffattention`` uses on a CPU from a padded length of 2000 on
+  (``ffattention.config.CHUNKED_FROM_LENGTH``).
 
 ``--chunk-sizes`` runs ``chunked+xla`` once per chunk size (64 is the layer's default: small
 enough to stay in a CPU's cache, perhaps too small to fill a GPU); ``--dtype-policy`` builds

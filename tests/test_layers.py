@@ -19,6 +19,7 @@ from thesis_repro.layers import (
     scaled_sigmoid,
 )
 from thesis_repro.layers.fused_pooling import _CHUNKED_KERNELS, _unfused_pool
+from thesis_repro.layers.masking import sequence_mask
 
 ATOL = 1e-5
 
@@ -372,10 +373,11 @@ def test_chunked_pooling_in_bfloat16_accumulates_in_float32(rng, pooling):
         )
     ]
     kernel_fn = _CHUNKED_KERNELS.get(keras.backend.backend(), _unfused_pool)
+    keep = sequence_mask(3000, lengths=lengths)
 
     def pool(dtype: str, slope: float, *arrays):
         x, kernel, bias, w, b = (ops.cast(t, dtype) for t in arrays)
-        return kernel_fn(x, lengths, kernel, bias, w, b, slope, pooling == "attention", 64)
+        return kernel_fn(x, keep, kernel, bias, w, b, slope, pooling == "attention", 64)
 
     def loss(dtype: str):
         def total(*arrays):
@@ -397,6 +399,46 @@ def test_chunked_pooling_in_bfloat16_accumulates_in_float32(rng, pooling):
         if theirs.size:
             error = np.abs(ours - theirs).max() / max(np.abs(theirs).max(), 1e-12)
             assert error < 1e-2, (name, error)
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+def test_chunked_pooling_honours_a_keras_mask(rng, pooling):
+    """A Keras mask (from ``Masking``, or one with holes) counts as in the pooling layers: the
+    fused layer gives what ``Dense`` + ``AttentionPooling``/``MeanPooling`` give on the same
+    mask, and a mask equal to ``lengths`` gives the ``lengths`` result; with both, a step counts
+    where both keep it."""
+    lengths = np.array([37, 20, 5, 30])
+    x = padded_batch(rng, lengths.tolist(), features=2) - 0.5
+    fused = ChunkedFeedForwardPooling(6, pooling=pooling, chunk_size=8)
+    fused(x)
+    randomize_weights(fused, rng)
+    kernel, bias, w, b = (v.numpy() for v in fused.weights)
+    dense = keras.layers.Dense(6, lambda t: keras.activations.leaky_relu(t, 0.01))
+    plain = AttentionPooling() if pooling == "attention" else MeanPooling()
+    plain(dense(x))
+    dense.kernel.assign(kernel)
+    dense.bias.assign(bias)
+    if pooling == "attention":
+        plain.kernel.assign(w[:, None])
+        plain.bias.assign(np.float32([b]))
+    holes = rng.random(x.shape[:2]) < 0.7
+    holes[:, 0] = True
+    for mask in (sequence_mask(x.shape[1], lengths=lengths), holes):
+        expected = np.asarray(plain(dense(x), mask=mask))
+        np.testing.assert_allclose(np.asarray(fused(x, mask=mask)), expected, atol=ATOL)
+    by_lengths = np.asarray(fused(x, lengths=lengths))
+    np.testing.assert_allclose(
+        np.asarray(fused(x, mask=sequence_mask(x.shape[1], lengths=lengths))), by_lengths, atol=ATOL
+    )
+    both = np.asarray(fused(x, mask=holes, lengths=lengths))
+    expected = np.asarray(plain(dense(x), mask=holes, lengths=lengths))
+    np.testing.assert_allclose(both, expected, atol=ATOL)
+
+    # In a functional model, through Masking: padded steps (all-zero rows) drop out.
+    x_in = keras.Input((None, 2))
+    model = keras.Model(x_in, fused(keras.layers.Masking(0.0)(x_in)))
+    zeroed = np.where(sequence_mask(x.shape[1], lengths=lengths)[..., None], x, 0.0)
+    np.testing.assert_allclose(np.asarray(model(zeroed)), by_lengths, atol=ATOL)
 
 
 def test_chunked_pooling_saves_and_rejects_bad_input(rng, tmp_path):

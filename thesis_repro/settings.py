@@ -18,8 +18,9 @@
     an accelerator; ``training.FreshBatches``)
 ``THESIS_REPRO_FF_CHUNK_SIZE``
     time steps per chunk of the fused ``ChunkedFeedForwardPooling`` in Raffel & Ellis runs of
-    padded length >= 2000 (default 64); ``0``: the unfused Keras layers at every length (on an
-    H100 they were faster at T0 = 10,000 than chunks of 64, with 1.2 GB per run to spare)
+    padded length >= 2000 (default: 64 on a CPU, 0 on an accelerator); ``0``: the unfused Keras
+    layers at every length (on an H100 they were faster at T0 = 10,000 than chunks of 64, with
+    1.2 GB per run to spare)
 ``THESIS_REPRO_COMMAND``
     set for the workers of ``--jobs``: the command the user typed
 ``THESIS_REPRO_SHOW_IMPORT_LOGS``

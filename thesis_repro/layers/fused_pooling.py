@@ -13,11 +13,13 @@ import keras
 from keras import ops
 
 from thesis_repro.layers._common import PACKAGE, _check_rank
-from thesis_repro.layers.masking import masked_softmax, sequence_mask
+from thesis_repro.layers.masking import _check_batch, masked_softmax, sequence_mask
 
 
-def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
+def _chunked_pool_tf(x, keep, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
     """Fused ``h = lrelu(x W + b)`` + pooling over T in chunks, with a recomputing gradient.
+
+    ``keep``: boolean (batch, T), the steps that count (``masking.sequence_mask``).
 
     Forward: ``p_t = mask_t * exp(e_t)`` (attention; ``e_t = tanh(w.h_t + b)`` lies in [-1, 1],
     so ``exp`` cannot overflow and no running maximum is needed) or ``p_t = mask_t`` (mean);
@@ -32,7 +34,7 @@ def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool,
     batch, steps, features = tf.shape(x)[0], tf.shape(x)[1], x.shape[2]
     n_chunks = (steps + chunk - 1) // chunk
     pad = n_chunks * chunk - steps
-    mask = tf.cast(tf.range(steps)[None, :] < tf.cast(lengths, tf.int32)[:, None], x.dtype)
+    mask = tf.cast(keep, x.dtype)
     # (n_chunks, batch, chunk, ...) so that chunk i is x_chunks[i].
     x_chunks = tf.transpose(
         tf.reshape(tf.pad(x, [[0, 0], [0, pad], [0, 0]]), (batch, n_chunks, chunk, features)),
@@ -107,7 +109,7 @@ def _chunked_pool_tf(x, lengths, kernel, bias, w, b, slope: float, attend: bool,
     return pool(x, *(tf.identity(v) for v in (kernel, bias, w, b)))
 
 
-def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
+def _chunked_pool_jax(x, keep, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
     """The same computation as :func:`_chunked_pool_tf` for JAX: ``lax.scan`` over the chunks
     and a ``jax.custom_vjp`` whose backward scan recomputes each chunk's h (nothing of size
     (batch, T, units) is kept; the carries are (batch, units)); float32 accumulators under a
@@ -120,9 +122,7 @@ def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool
     batch, steps, features = x.shape
     n_chunks = -(-steps // chunk)
     pad = n_chunks * chunk - steps
-    mask = (jnp.arange(steps)[None, :] < jnp.asarray(lengths).astype("int32")[:, None]).astype(
-        x.dtype
-    )
+    mask = jnp.asarray(keep).astype(x.dtype)
     # (n_chunks, batch, chunk, ...) so that chunk i is x_chunks[i].
     x_chunks = jnp.pad(x, ((0, 0), (0, pad), (0, 0))).reshape(batch, n_chunks, chunk, features)
     x_chunks = x_chunks.transpose(1, 0, 2, 3)
@@ -199,12 +199,11 @@ def _chunked_pool_jax(x, lengths, kernel, bias, w, b, slope: float, attend: bool
     return pool(x_chunks, mask_chunks, kernel, bias, w, b)
 
 
-def _unfused_pool(x, lengths, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
+def _unfused_pool(x, keep, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
     """Any other backend: the plain composition in ``keras.ops`` (same equations, but it keeps
     h of size (batch, T, units) for the gradient: no memory saving)."""
     a = ops.matmul(x, kernel) + bias
     h = ops.where(a > 0, a, slope * a)
-    keep = sequence_mask(ops.shape(x)[1], lengths=lengths)
     if attend:
         weights = masked_softmax(ops.tanh(ops.matmul(h, w) + b), keep)
     else:
@@ -227,8 +226,10 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
     (``tf.custom_gradient`` over a ``tf.while_loop``) and JAX (``jax.custom_vjp`` over a
     ``lax.scan``); on other backends (PyTorch) it falls back to the unfused composition, which
     gives the same values and gradients without the memory saving.
-    Called as ``layer(x, lengths=n)``; weights: ``kernel``, ``bias`` (the h layer) and, for
-    attention, ``attention_kernel`` (D,), ``attention_bias``.
+    Called as ``layer(x, lengths=n)`` or on a masked input (a Keras mask, e.g. from ``Masking``;
+    with both, a step counts where both keep it, as in the pooling layers). Weights:
+    ``kernel``, ``bias`` (the h layer) and, for attention, ``attention_kernel`` (D,),
+    ``attention_bias``.
     """
 
     def __init__(
@@ -252,6 +253,7 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
         self.chunk_size = int(chunk_size)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.attention_initializer = keras.initializers.get(attention_initializer)
+        self.supports_masking = True
 
     def build(self, input_shape: tuple) -> None:
         _check_rank(input_shape, 3, "x of shape (batch, T, features)", "ChunkedFeedForwardPooling")
@@ -265,22 +267,28 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
         )
         self.attention_bias = self.add_weight(name="attention_bias", shape=(), initializer="zeros")
 
-    def call(self, x: Any, lengths: Any | None = None) -> Any:
+    def call(self, x: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
         _check_rank(x.shape, 3, "x of shape (batch, T, features)", "ChunkedFeedForwardPooling")
-        if lengths is None:
-            lengths = ops.full((ops.shape(x)[0],), ops.shape(x)[1], dtype="int32")
+        steps = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
+        keep = sequence_mask(steps, mask, lengths)
+        _check_batch(keep, x.shape[0], "ChunkedFeedForwardPooling")
+        if keep is None:
+            keep = ops.ones(ops.shape(x)[:2], dtype="bool")
         weights = (self.kernel, self.bias, self.attention_kernel, self.attention_bias)
         kernel = _CHUNKED_KERNELS.get(keras.backend.backend(), _unfused_pool)
         if kernel is _chunked_pool_jax and not 0.0 <= self.negative_slope <= 1.0:
             kernel = _unfused_pool  # the JAX kernel's select-free leaky ReLU needs 0 <= slope <= 1
         return kernel(
             x,
-            lengths,
+            keep,
             *(w.value for w in weights),
             self.negative_slope,
             self.pooling == "attention",
             self.chunk_size,
         )
+
+    def compute_mask(self, inputs: Any, mask: Any | None = None) -> None:
+        return None  # the output has no time axis
 
     def compute_output_shape(self, input_shape: tuple) -> tuple:
         return (input_shape[0], self.units)
