@@ -14,7 +14,7 @@
 #       and the checkpoints of its unfinished runs that fit (Raffel & Ellis ones; an LM
 #       `paper` checkpoint is too large) into $OUT/checkpoints.tar
 #   bash scripts/gpu_slice.sh measure
-#       there, before `run` in the same call (at most 4 minutes): the backends issue's GPU
+#       there, before `run` in the same call (at most 5 minutes): the backends issue's GPU
 #       benchmarks into $OUT/measure.txt (the README's H100 numbers come from it)
 #   bash scripts/gpu_slice.sh unpack DIR   (or: unpack TAR, the records alone)
 #       here, DIR being the folder the call's files came back in: unpacks the records and
@@ -39,7 +39,7 @@
 # or the Raffel & Ellis paper grid's long columns and the variable-length runs, many at once
 # (16 runs finished and 8 advanced in the lease above):
 #   bash scripts/gpu_slice.sh run 540 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report' #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --only variable --jobs 4 --no-report'
-# `measure` first (at most 4 minutes) leaves too little of a call for an LM run.
+# `measure` first (at most 5 minutes) leaves too little of a call for an LM run.
 set -euo pipefail
 
 prepare() {
@@ -69,11 +69,13 @@ device_env() {
     export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
 }
 
-# The backends issue's GPU numbers (issue 14), at most 4 minutes, into $OUT/measure.txt: the
+# The backends issue's GPU numbers (issue 14), at most 5 minutes, into $OUT/measure.txt: the
 # Raffel & Ellis step at T0 = 10,000, unfused and fused with larger chunks than the CPU's 64
 # (target 2 ms; each configuration is a fresh process, printed as it finishes), and the LM
 # `paper` update (V = 37,373, batch 1000; target 0.5 ms) in float32 and bfloat16 (printed at
-# the end of each). Each benchmark compares against its reference in the same run.
+# the end of each), after whether JAX's default float32 matmul is TF32 there
+# (bench_matmul_precision.py, ~20 s). Each benchmark compares against its reference in the
+# same run.
 measure() {
     device_env
     local out=${OUT:-/tmp/out}
@@ -82,6 +84,7 @@ measure() {
         nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
         timeout 100 python3 benchmarks/bench_ffattention.py --t0 10000 --steps 30 \
             --configs reference+xla chunked+xla --chunk-sizes 256 1024 || true
+        timeout 40 python3 benchmarks/bench_matmul_precision.py || true
         for policy in float32 mixed_bfloat16; do
             timeout 70 python3 benchmarks/bench_lm.py --vocab 37373 --words 7000000 --rounds 2 \
                 --steps 10 --fit-steps 20 --dtype-policy $policy || true
