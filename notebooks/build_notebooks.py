@@ -156,8 +156,8 @@ def ffattention_cells() -> list[nbformat.NotebookNode]:
         ),
         code(
             """
-            # One figure per table (preset and dtype policy): a `cpu` run and a `paper` run of
-            # a cell are never mixed.
+            # One figure per table (preset, dtype policy and padding): a `cpu` run and a `paper`
+            # run of a cell are never mixed.
             for key, group in ffattention.tables_of(records).items():
                 show(ffattention.render_figure(group, SCRATCH / f"ffattention_accuracy_{key}.png"))
             """
@@ -233,23 +233,27 @@ def addition_cells() -> list[nbformat.NotebookNode]:
 
             The records under `results/addition/`: when learning starts, beside the thesis;
             generalisation MSE by length; the input-gate statistics. Then every run's training
-            curve (Figs 3.1, 3.2) and the generalisation error by length (Fig 3.3).
+            curve (Figs 3.1, 3.2) and the generalisation error by length (Fig 3.3). The runs
+            with the forget-gate bias at 1 (preset `cpu-forget-bias`, beyond the thesis) come
+            after the thesis's, apart from them, as in `python -m thesis_repro.addition report`.
             """
         ),
         code(
             """
             records = load_records(RESULTS / "addition")
             print(f"{len(records)} records in results/addition")
-            if records:
-                display(Markdown(addition.render_table(records)))
-            else:
+            if not records:
                 print("none yet: python -m thesis_repro.addition grid --preset cpu")
-            """
-        ),
-        code(
-            """
-            show(addition.render_training_figure(records, SCRATCH / "addition_training.png"))
-            show(addition.render_generalisation_figure(records, SCRATCH / "addition_general.png"))
+            for bias in (False, True):
+                subset = [r for r in records if r["config"].get("unit_forget_bias", False) == bias]
+                if not subset:
+                    continue
+                name = "_forgetbias1" if bias else ""
+                if bias:
+                    display(Markdown("## Beyond thesis 3.1: the forget-gate bias starting at 1"))
+                display(Markdown(addition.render_table(subset)))
+                show(addition.render_training_figure(subset, SCRATCH / f"training{name}.png"))
+                show(addition.render_generalisation_figure(subset, SCRATCH / f"general{name}.png"))
             """
         ),
         SMOKE_INTRO,
@@ -285,8 +289,9 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
               compressed by feed-forward attention into one vector `c`, placed in front of the
               window's embeddings.
             - **Corpus (§3.2.1):** the thesis used 7 M words of Polish Wikipedia; ELTeC-pol stands
-              in for it here, and PTB is an extra comparison. Corpora are read from `--data DIR`
-              or `$THESIS_REPRO_DATA`, never copied into the repository.
+              in for it here, and PTB is an extra comparison. Corpora are read from
+              `$THESIS_REPRO_DATA/<name>` or `--corpus PATH` (`python -m thesis_repro reproduce
+              --data DIR`), never copied into the repository.
             - **Training (§3.2.2):** SGD on minibatches of 1000, weight decay 1e-5, learning rate
               `ε0 / (1 + d·i)`; Table 3.1 without momentum, Table 3.2 with momentum 0.85.
             - **Results (§3.2.3):** test perplexity of the 5-gram, 10-gram, 5-gram + 2 and
@@ -295,8 +300,9 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
               absolute numbers.
 
             Command line: `python -m thesis_repro.lm grid --table 3.1 --preset cpu` (also
-            `--table 3.2`, `--table ptb` and the thesis 4.2 tables `future-prefix`,
-            `future-position`, `future-prefix-ptb`), then `python -m thesis_repro.lm report`.
+            `--table 3.2`, `--table ptb`, the thesis 4.2 tables `future-prefix`,
+            `future-position`, `future-prefix-ptb`, `future-position-ptb`, and `gap`, the study
+            of why the thesis's gaps are larger), then `python -m thesis_repro.lm report`.
             This notebook holds no model code.
             """
         ),
@@ -304,6 +310,10 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
         setup("lm"),
         code(
             """
+            from thesis_repro.lm import gap, kneser_ney
+            from thesis_repro.lm.config import GAP_TABLE
+
+
             def render_lm(results):
                 \"\"\"Every table under results/lm/<corpus>/<table>/, and a figure per preset.\"\"\"
                 folders = sorted(p for p in (results / "lm").glob("*/*") if p.is_dir())
@@ -316,7 +326,15 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
                         future = lm.report.render_future_table(table, load_records(folder.parent))
                         display(Markdown(future))
                         continue
-                    display(Markdown(lm.report.render_table(records)))
+                    if table == GAP_TABLE:  # draws on Tables 3.1 and 3.2 too
+                        everything = load_records(folder.parent)
+                        display(Markdown(gap.render_gap_table(everything)))
+                        for preset in sorted({r["config"]["preset"] for r in records}):
+                            path = SCRATCH / f"lm_gap_{corpus}_{preset}.png"
+                            show(gap.render_gap_figure(everything, preset, path))
+                        continue
+                    baselines = kneser_ney.load_baselines(results, corpus)
+                    display(Markdown(lm.report.render_table(records, baselines)))
                     for preset in sorted({r["config"]["preset"] for r in records}):
                         group = [r for r in records if r["config"]["preset"] == preset]
                         path = SCRATCH / f"lm_{corpus}_{table}_{preset}.png"
@@ -345,7 +363,10 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
             ## Committed results
 
             Every table under `results/lm/<corpus>/<table>/`: test perplexity (mean ± std over
-            instances) beside the thesis's, then validation perplexity after each epoch.
+            instances) beside the thesis's and the Kneser-Ney baselines, then validation
+            perplexity after each epoch; the thesis 4.2 tables (perplexity by evaluation
+            prefix, no per-epoch figure here: `python -m thesis_repro.lm report` draws theirs)
+            and the gap study with its figure.
             """
         ),
         code("render_lm(RESULTS)"),
@@ -426,8 +447,8 @@ def attention_examples_cells() -> list[nbformat.NotebookNode]:
             ## The examples
 
             Which runs and sentences (`lm.examples.EXAMPLES`); an example without
-            sentences takes the first three of the corpus's test part that
-            `pick_sentences` accepts (12-25 tokens, no unknown word).
+            sentences takes the first `count` sentences (3; 1 for `eltec_position`) of the
+            corpus's test part that `pick_sentences` accepts (12-25 tokens, no unknown word).
             """
         ),
         code(
