@@ -1,7 +1,7 @@
 """Which float32 matmul JAX runs by default on this device: TF32 or full float32?
 
     KERAS_BACKEND=jax python benchmarks/bench_matmul_precision.py          # on a GPU
-    python benchmarks/bench_matmul_precision.py --size 1024                # a CPU: a quick check
+    python benchmarks/bench_matmul_precision.py --size 512 --no-lm         # a CPU: a quick check
 
 Records store ``jax_default_matmul_precision`` (``records.float32_matmul_precision``; unset:
 ``default``), and the README reads ``default`` as TF32 on NVIDIA GPUs since Ampere. The H200's
@@ -44,12 +44,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=4096, help="square product's n (4096)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
     parser.add_argument("--repeats", type=int, default=20, help="calls per round (20)")
+    parser.add_argument(
+        "--lm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also the LM update's 15-GFLOP product (default; minutes on a CPU: --no-lm)",
+    )
     args = parser.parse_args(argv)
     device = jax.devices()[0]
     print(f"jax {jax.__version__} on {device.device_kind} ({device.platform})")
     rng = np.random.default_rng(0)
     n = args.size
-    shapes = {f"square {n}": (n, n, n), "LM h W_hl": (1000, 200, 37373)}
+    shapes = {f"square {n}": (n, n, n)}
+    if args.lm:
+        shapes["LM h W_hl"] = (1000, 200, 37373)
     for label, (rows, inner, cols) in shapes.items():
         a = jnp.asarray(rng.standard_normal((rows, inner), np.float32))
         b = jnp.asarray(rng.standard_normal((inner, cols), np.float32))

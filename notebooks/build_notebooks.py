@@ -244,16 +244,10 @@ def addition_cells() -> list[nbformat.NotebookNode]:
             print(f"{len(records)} records in results/addition")
             if not records:
                 print("none yet: python -m thesis_repro.addition grid --preset cpu")
-            for bias in (False, True):
-                subset = [r for r in records if r["config"].get("unit_forget_bias", False) == bias]
-                if not subset:
-                    continue
-                name = "_forgetbias1" if bias else ""
-                if bias:
-                    display(Markdown("## Beyond thesis 3.1: the forget-gate bias starting at 1"))
-                display(Markdown(addition.render_table(subset)))
-                show(addition.render_training_figure(subset, SCRATCH / f"training{name}.png"))
-                show(addition.render_generalisation_figure(subset, SCRATCH / f"general{name}.png"))
+            for suffix, table, plotted in addition.report_parts(records) if records else []:
+                display(Markdown(table))
+                show(addition.render_training_figure(plotted, SCRATCH / f"training{suffix}.png"))
+                show(addition.render_generalisation_figure(plotted, SCRATCH / f"gen{suffix}.png"))
             """
         ),
         SMOKE_INTRO,

@@ -68,6 +68,7 @@ from thesis_repro.addition.report import (
     render_table,
     render_training_figure,
     report,
+    report_parts,
 )
 from thesis_repro.addition.train import (
     build_model,
@@ -117,6 +118,7 @@ __all__ = [
     "render_table",
     "render_training_figure",
     "report",
+    "report_parts",
     "run",
     "runs",
     "summarize",

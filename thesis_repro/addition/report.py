@@ -269,32 +269,39 @@ def render_generalisation_figure(records: list[Record], path: Path) -> Path | No
     return save_figure(fig, path)
 
 
-def report(
-    results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR, preset: str | None = None
-) -> str:
-    """Write ``<results>/addition/table.md`` and the two figures from the records; runs with
-    the forget-gate bias at 1 (preset ``cpu-forget-bias``) get their own tables and figures
-    (``addition_*_forgetbias1.pdf``), after the thesis's."""
-    records = _select(load_records(Path(results_dir) / NAME), preset)
+def report_parts(records: list[Record]) -> list[tuple[str, str, list[Record]]]:
+    """``(figure suffix, table text, runs to plot)`` for the thesis's runs, then, if any, the
+    runs with the forget-gate bias at 1 (preset ``cpu-forget-bias``) under their own heading
+    (suffix ``_forgetbias1``). The figures leave failed runs out (the tables name them)."""
     parts = []
     for forget_bias in (False, True):
         subset = [r for r in records if r["config"].get("unit_forget_bias", False) == forget_bias]
         if not subset and (forget_bias or parts):
             continue
-        suffix = "_forgetbias1" if forget_bias else ""
         text = render_table(subset)
-        subset, _ = split_failed(subset)  # the figures leave failed runs out (the table says so)
         if forget_bias:
             text = text.replace(
                 "### Thesis 3.1: addition problem, LSTM vs attention-gated LSTM",
                 "### Beyond thesis 3.1: the same with the forget-gate bias starting at 1",
                 1,
             )
-        parts.append(text)
-        render_training_figure(subset, Path(figures_dir) / f"addition_training{suffix}.pdf")
+        parts.append(("_forgetbias1" if forget_bias else "", text, split_failed(subset)[0]))
+    return parts
+
+
+def report(
+    results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR, preset: str | None = None
+) -> str:
+    """Write ``<results>/addition/table.md`` and the two figures from the records; runs with
+    the forget-gate bias at 1 (preset ``cpu-forget-bias``) get their own tables and figures
+    (``addition_*_forgetbias1.pdf``), after the thesis's (:func:`report_parts`)."""
+    records = _select(load_records(Path(results_dir) / NAME), preset)
+    parts = report_parts(records)
+    for suffix, _, plotted in parts:
+        render_training_figure(plotted, Path(figures_dir) / f"addition_training{suffix}.pdf")
         render_generalisation_figure(
-            subset, Path(figures_dir) / f"addition_generalisation{suffix}.pdf"
+            plotted, Path(figures_dir) / f"addition_generalisation{suffix}.pdf"
         )
-    table = "\n".join(parts)
+    table = "\n".join(text for _, text, _ in parts)
     write_bytes_atomic(Path(results_dir) / NAME / "table.md", table.encode())
     return table
