@@ -13,7 +13,7 @@ import keras
 from keras import ops
 
 from thesis_repro.layers._common import PACKAGE, _check_rank
-from thesis_repro.layers.masking import _check_batch, masked_softmax, sequence_mask
+from thesis_repro.layers.masking import masked_softmax, sequence_keep
 
 
 def _chunked_pool_tf(x, keep, kernel, bias, w, b, slope: float, attend: bool, chunk: int):
@@ -269,9 +269,7 @@ class ChunkedFeedForwardPooling(keras.layers.Layer):
 
     def call(self, x: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
         _check_rank(x.shape, 3, "x of shape (batch, T, features)", "ChunkedFeedForwardPooling")
-        steps = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
-        keep = sequence_mask(steps, mask, lengths)
-        _check_batch(keep, x.shape[0], "ChunkedFeedForwardPooling")
+        keep = sequence_keep(x, mask, lengths, "ChunkedFeedForwardPooling")
         if keep is None:
             keep = ops.ones(ops.shape(x)[:2], dtype="bool")
         weights = (self.kernel, self.bias, self.attention_kernel, self.attention_bias)

@@ -68,6 +68,15 @@ def _check_batch(mask: Any | None, batch: Any, layer: str) -> None:
         raise ValueError(f"{layer}: mask/lengths cover {mask.shape[0]} sequences, inputs {batch}.")
 
 
+def sequence_keep(x: Any, mask: Any | None, lengths: Any | None, layer: str) -> Any | None:
+    """``sequence_mask`` over the time axis of ``x`` (batch, T, ...), its static length when
+    known, checked to cover ``x``'s batch (a ``ValueError`` naming ``layer`` otherwise)."""
+    steps = x.shape[1] if x.shape[1] is not None else ops.shape(x)[1]
+    keep = sequence_mask(steps, mask, lengths)
+    _check_batch(keep, x.shape[0], layer)
+    return keep
+
+
 def masked_softmax(e: Any, keep: Any | None) -> Any:
     """Softmax over axis 1 in which steps where ``keep`` is False get exactly zero weight.
 

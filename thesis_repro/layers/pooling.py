@@ -20,7 +20,7 @@ from thesis_repro.layers._common import (
     _deserialize_activation,
     _serialize_activation,
 )
-from thesis_repro.layers.masking import _check_batch, masked_softmax, sequence_mask
+from thesis_repro.layers.masking import masked_softmax, sequence_keep, sequence_mask
 
 POSITION_AWARE = ("none", "bias", "embedding")  # thesis 4.2: how attention sees distance
 
@@ -72,10 +72,7 @@ class AttentionPooling(keras.layers.Layer):
 
     def call(self, h: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
         _check_rank(h.shape, 3, "a state sequence (batch, T, D)", "AttentionPooling")
-        keep = sequence_mask(
-            h.shape[1] if h.shape[1] is not None else ops.shape(h)[1], mask, lengths
-        )
-        _check_batch(keep, h.shape[0], "AttentionPooling")
+        keep = sequence_keep(h, mask, lengths, "AttentionPooling")
         e = self.energies(h)
         alpha = masked_softmax(e, keep)
         c = ops.einsum("bt,btd->bd", alpha, h)
@@ -124,10 +121,7 @@ class MeanPooling(keras.layers.Layer):
 
     def call(self, h: Any, mask: Any | None = None, lengths: Any | None = None) -> Any:
         _check_rank(h.shape, 3, "a state sequence (batch, T, D)", "MeanPooling")
-        keep = sequence_mask(
-            h.shape[1] if h.shape[1] is not None else ops.shape(h)[1], mask, lengths
-        )
-        _check_batch(keep, h.shape[0], "MeanPooling")
+        keep = sequence_keep(h, mask, lengths, "MeanPooling")
         if keep is None:
             return ops.mean(h, axis=1)
         weights = ops.cast(keep, h.dtype)
