@@ -10,14 +10,17 @@
 #       (once per warm machine), starts every COMMAND at once under KERAS_BACKEND=jax, stops
 #       them with Ctrl-C after SECONDS (a run keeps its finished epochs and a checkpoint at most
 #       60 s old; a warm machine's next call resumes from it), and packs every record written
-#       into $OUT/records.tar
+#       into $OUT/records.tar (kept on the warm machine too: the next call there puts back any
+#       record the working tree it was sent lacks or holds an earlier copy of, so a call made
+#       before the last one's files were unpacked here still resumes, never restarts, its runs)
 #       and the checkpoints of its unfinished runs that fit (Raffel & Ellis ones; an LM
 #       `paper` checkpoint is too large) into $OUT/checkpoints.tar
 #   bash scripts/gpu_slice.sh measure
 #       there, before `run` in the same call (at most 5 minutes): the backends issue's GPU
 #       benchmarks into $OUT/measure.txt (the README's H100 numbers come from it)
 #   bash scripts/gpu_slice.sh unpack DIR   (or: unpack TAR, the records alone)
-#       here, DIR being the folder the call's files came back in: unpacks the records and
+#       here, DIR being the folder the call's files came back in: unpacks the records (where a
+#       copy here got further, finished or more epochs, it is kept) and
 #       stages the finished ones for a commit; unfinished ones stay untracked, so they travel
 #       with the next call, and their checkpoints go to .gpu/checkpoints.tar, which the next
 #       slice unpacks first: a Raffel & Ellis run resumes there even on a fresh machine (an LM
@@ -27,6 +30,8 @@
 # machine started in ~40 s, then three calls back to back (409 + 303 + 78 s), each unpacked
 # here before the next; a warm machine waits 30 s for the next call and keeps what the last
 # one left in git-ignored paths (the LM checkpoints), so runs resume there call after call.
+# Another (2026-11-26, H200): two LM runs side by side (3.2 ms per update each, beside two
+# Raffel & Ellis variable-length runs) took 482 s and ~520 s: give the first call 560 s.
 # An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update); four side by
 # side take 5 ms per update each and none would finish in a lease. The Raffel & Ellis runs
 # are short and resume anywhere: many at once, unfused (the default on a GPU: 6.3 ms per
@@ -103,6 +108,13 @@ run() {
     if [ -f .gpu/checkpoints.tar ]; then
         tar --skip-old-files -xf .gpu/checkpoints.tar
     fi
+    # A warm machine's own records from its last call, where the working tree sent with this
+    # call lacks them or holds an earlier copy (that call's files were not unpacked here before
+    # this one): restored, so their runs resume from the checkpoints kept here instead of
+    # starting over, and a finished run is not run again.
+    if [ -d /tmp/slice-records/results ]; then
+        python3 -c "$MERGE" /tmp/slice-records/results results | sed 's/^/restored from the last call: /'
+    fi
     local out=${OUT:-/tmp/out} stamp
     mkdir -p "$out"
     stamp=$(mktemp)
@@ -123,20 +135,38 @@ run() {
     find results -newer "$stamp" \( -name '*.json' -o -name 'table.md' \) -print0 \
         | tar --null -cf "$out/records.tar" -T -
     tar -tf "$out/records.tar" | sed 's/^/packed: /'
+    mkdir -p /tmp/slice-records && tar -xf "$out/records.tar" -C /tmp/slice-records
     python3 -c "$RESUMABLE" | tar --null -cf "$out/checkpoints.tar" -T -
     tar -tf "$out/checkpoints.tar" | sed 's/^/checkpoint packed: /'
     tail -n 3 "$out"/log*.txt
 }
 
-# For each record path on stdin (one a line; other paths are skipped): "done PATH" for a run
-# that is finished or failed (a result either way), else "unfinished PATH". One process for
-# all of them: importing the package takes seconds, and a warm device machine waits only 30.
-DONE='
+# merge_records SOURCE TARGET: each record under SOURCE copied over TARGET's copy where that
+# is missing or behind it (fewer epochs, or unfinished where SOURCE's is finished); the paths
+# copied, one a line.
+MERGE='
 import sys
-from thesis_repro.records import load_record, settled
-for path in sys.stdin.read().splitlines():
-    if path.endswith(".json"):
-        print("done" if settled(load_record(path)) else "unfinished", path)
+from thesis_repro.records import merge_records
+for path in merge_records(sys.argv[1], sys.argv[2]):
+    print(path)
+'
+
+# The records that came back (under SOURCE) merged into TARGET, one line each: "done PATH" for
+# a run now finished or failed here (a result either way), "unfinished PATH", or "kept PATH"
+# where the copy here got further than the one that came back. One process for all of them:
+# importing the package takes seconds, and a warm device machine waits only 30.
+UNPACK='
+import sys
+from pathlib import Path
+from thesis_repro.records import load_record, merge_records, settled
+source, target = Path(sys.argv[1]), Path(sys.argv[2])
+copied = set(merge_records(source, target))
+for path in sorted(source.rglob("*.json")):
+    here = target / path.relative_to(source)
+    if here not in copied:
+        print("kept", here)
+    else:
+        print("done" if settled(load_record(here)) else "unfinished", here)
 '
 
 # NUL-separated: the checkpoints of the runs whose record is unfinished, at most 12 MiB each
@@ -167,13 +197,17 @@ unpack() {
         fi
         archive=$archive/records.tar
     fi
-    tar -xvf "$archive" | python -c "$DONE" | while read -r state path; do
-        if [ "$state" = done ]; then
-            git add "$path" && echo "done: $path"
-        else
-            echo "unfinished (left untracked, resumes next call): $path"
-        fi
+    local staging
+    staging=$(mktemp -d)
+    tar -xf "$archive" -C "$staging"
+    python -c "$UNPACK" "$staging/results" results | while read -r state path; do
+        case $state in
+            done) git add "$path" && echo "done: $path" ;;
+            kept) echo "kept the copy here (further along than the one that came back): $path" ;;
+            *) echo "unfinished (left untracked, resumes next call): $path" ;;
+        esac
     done
+    rm -rf "$staging"
 }
 
 case ${1:-} in

@@ -305,3 +305,77 @@ def test_a_run_resumed_on_another_machine_keeps_where_its_earlier_epochs_ran(tmp
     ran_on = records.produced_by([saved])
     assert "on cpu, dtype policy mixed_bfloat16 (1 records)" in ran_on
     assert "on NVIDIA H200, dtype policy float32, float32 matmuls: default (1 records)" in ran_on
+
+
+def _record_with(path: Path, epochs: int, finished: bool = False) -> Path:
+    """A record of run ``{"a": 1}`` at ``path`` with ``epochs`` logged epochs."""
+    record = RunRecord(path, {"a": 1}).start("train a")
+    for epoch in range(epochs):
+        record.log_epoch(epoch, {"loss": 1.0 / (epoch + 1)}, 1.0)
+    if finished:
+        record.finish(score=1.0)
+    release(path)
+    return path
+
+
+def test_merging_two_copies_of_a_record_keeps_the_one_that_got_further(tmp_path):
+    """Issue 15's GPU slices: records come back from a device call and meet the copies here (or,
+    on a warm machine, the working tree sent with the next call). A finished record is never
+    replaced by the same run started over, nor a longer unfinished one by a shorter one."""
+    from thesis_repro.records import load_record, merge_records
+
+    came_back, here = tmp_path / "came_back", tmp_path / "here"
+    _record_with(here / "lm/finished.json", 25, finished=True)
+    _record_with(came_back / "lm/finished.json", 6)  # the same run, restarted elsewhere
+    _record_with(here / "ff/behind.json", 3)
+    _record_with(came_back / "ff/behind.json", 7)
+    _record_with(came_back / "ff/new.json", 1)
+    (here / "ff/corrupt.json").write_text('{"config": ')
+    _record_with(came_back / "ff/corrupt.json", 2)
+
+    copied = merge_records(came_back, here)
+
+    assert sorted(p.relative_to(here).as_posix() for p in copied) == [
+        "ff/behind.json",
+        "ff/corrupt.json",
+        "ff/new.json",
+    ]
+    assert load_record(here / "lm/finished.json")["finished"]
+    assert len(load_record(here / "lm/finished.json")["epochs"]) == 25
+    assert len(load_record(here / "ff/behind.json")["epochs"]) == 7
+    assert merge_records(came_back, here) == [], "merged already: nothing further to copy"
+
+
+def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_further(tmp_path):
+    """``scripts/gpu_slice.sh unpack TAR`` in a repository: a record that came back finished is
+    staged; one that came back behind the copy here (its run restarted on the device) leaves
+    that copy alone; an unfinished one is unpacked and left untracked."""
+    import tarfile
+
+    came_back = tmp_path / "device"
+    _record_with(came_back / "results/done.json", 2, finished=True)
+    _record_with(came_back / "results/restarted.json", 1)
+    _record_with(came_back / "results/going.json", 4)
+    archive = tmp_path / "records.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(came_back / "results", arcname="results")
+    repo = tmp_path / "repo"
+    _record_with(repo / "results/restarted.json", 24)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    script = Path(__file__).resolve().parents[1] / "scripts/gpu_slice.sh"
+    result = subprocess.run(
+        ["bash", str(script), "unpack", str(archive)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "done: results/done.json" in result.stdout
+    assert "kept the copy here" in result.stdout and "results/restarted.json" in result.stdout
+    assert "unfinished (left untracked, resumes next call): results/going.json" in result.stdout
+    staged = subprocess.run(
+        ["git", "diff", "--cached", "--name-only"], cwd=repo, capture_output=True, text=True
+    ).stdout.split()
+    assert staged == ["results/done.json"]
+    kept = json.loads((repo / "results/restarted.json").read_text())
+    assert len(kept["epochs"]) == 24
