@@ -37,6 +37,15 @@ def test_held_means_a_live_process_or_another_host_has_the_lock(tmp_path):
     assert held(record), "a lock of another host cannot be checked: it counts as held"
 
 
+def _checkpoint(record_path: Path, epoch: int) -> Path:
+    """An (empty) checkpoint file after ``epoch`` epochs, where ``training.checkpoint_path``
+    puts it."""
+    path = record_path.parent / "checkpoints" / f"{record_path.stem}-epoch{epoch}.keras"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+    return path
+
+
 def test_every_state_is_counted_per_table_and_listed(tmp_path):
     """One run of the Raffel & Ellis `cpu` grid in each state; the rest not started."""
     ffattention = experiment("ffattention")
@@ -48,6 +57,7 @@ def test_every_state_is_counted_per_table_and_listed(tmp_path):
     _write(path[running], epochs=[{}], finished=False, wall_seconds=10.0)
     lock_path(path[running]).write_text(f"{socket.gethostname()} {os.getpid()}")
     _write(path[interrupted], epochs=[{}, {}, {}], finished=False, wall_seconds=20.0)
+    _checkpoint(path[interrupted], 3)
 
     statuses = preset_status("cpu", tmp_path, [ffattention])
     states = {s.name: s.state for s in statuses}
@@ -95,3 +105,23 @@ def test_status_refuses_an_unknown_preset(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["status", "--preset", "huge"])
     assert exit_.value.code == 2 and "invalid choice: 'huge'" in capsys.readouterr().err
+
+
+def test_an_interrupted_run_says_where_a_resume_starts(tmp_path):
+    """Checkpoints stay on the machine that wrote them (a fresh GPU machine, a new checkout):
+    the listing says when a resume would go back to an earlier checkpoint or start over."""
+    ffattention = experiment("ffattention")
+    config = next(c for c in ffattention.runs("cpu") if c.experiment == "table1")
+    path = ffattention.record_path(config, tmp_path)
+    _write(path, epochs=[{}] * 79, finished=False, wall_seconds=20.0)
+
+    def listed() -> str:
+        table = render_status(preset_status("cpu", tmp_path, [ffattention]), "cpu", True)
+        return next(x for x in table.splitlines() if config.name in x).split(config.name)[1]
+
+    assert listed() == " (79 epochs; no checkpoint here: starts over)"
+    _checkpoint(path, 76)
+    _checkpoint(path, 80)  # not among the logged epochs: never resumed from
+    assert listed() == " (79 epochs; resumes after 76: newest checkpoint)"
+    _checkpoint(path, 79)
+    assert listed() == " (79 epochs)"

@@ -6,7 +6,9 @@
 Work on a lent GPU comes in slices (issue 15) and a grid can be stopped anywhere; this answers
 "what is left?" without training anything. A run is ``finished``, ``failed`` (its loss became
 NaN or infinite; never retrained), ``running`` (a live process holds its lock), ``interrupted``
-(a record with some epochs and nobody training it: ``grid`` resumes it) or ``not started``.
+(a record with some epochs and nobody training it: ``grid`` resumes it from its newest
+checkpoint here, or starts it over where none is, as after a move to a fresh machine) or ``not
+started``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from thesis_repro.experiment import Experiment
 from thesis_repro.records import held, hours, load_record, run_seconds
+from thesis_repro.training import resumable_epochs
 
 #: The states of a run, in the order a listing names them.
 STATES = ("finished", "failed", "running", "interrupted", "not started")
@@ -32,6 +35,7 @@ class RunStatus:
     state: str  # one of STATES
     epochs: int  # epochs recorded (0 for a run not started)
     seconds: float  # wall time recorded (records.run_seconds)
+    resumable: int = 0  # of those epochs, how many a resume keeps (training.resumable_epochs)
 
 
 def group_and_name(experiment: Experiment, config: object) -> tuple[str, str]:
@@ -57,7 +61,8 @@ def run_status(experiment: Experiment, config: object, results_dir: Path) -> Run
             state = "finished"
         else:
             state = "running" if held(path) else "interrupted"
-    return RunStatus(experiment.name, group, name, state, epochs, seconds)
+    resumable = resumable_epochs(path, epochs) if state == "interrupted" else epochs
+    return RunStatus(experiment.name, group, name, state, epochs, seconds, resumable)
 
 
 def preset_status(
@@ -86,12 +91,24 @@ def render_status(statuses: Sequence[RunStatus], preset: str, list_runs: bool = 
         lines.append(f"  {label:<{width}}  {_counts(members)}")
         if list_runs:
             lines += [
-                f"      {s.state:<12} {s.name}" + (f" ({s.epochs} epochs)" if s.epochs else "")
+                f"      {s.state:<12} {s.name}{_epochs(s)}"
                 for s in members
                 if s.state != "finished"
             ]
     lines.append(f"  {'all':<{width}}  {_counts(statuses)}")
     return "\n".join(lines)
+
+
+def _epochs(status: RunStatus) -> str:
+    """`` (79 epochs)``, saying where a resume would start when that is earlier (its newest
+    checkpoint here) or over (none here)."""
+    if not status.epochs:
+        return ""
+    if status.resumable == status.epochs:
+        return f" ({status.epochs} epochs)"
+    if status.resumable:
+        return f" ({status.epochs} epochs; resumes after {status.resumable}: newest checkpoint)"
+    return f" ({status.epochs} epochs; no checkpoint here: starts over)"
 
 
 def _counts(members: Sequence[RunStatus]) -> str:

@@ -138,7 +138,20 @@ CHECKPOINT_NAME = re.compile(r"(?P<stem>.+)-(?P<tag>epoch[0-9]+|partial)\.keras"
 
 
 def _checkpoint_file(record: RunRecord, tag: str) -> Path:
-    return record.path.parent / "checkpoints" / f"{record.path.stem}-{tag}.keras"
+    return _checkpoint_beside(record.path, tag)
+
+
+def _checkpoint_beside(record_path: Path, tag: str) -> Path:
+    return record_path.parent / "checkpoints" / f"{record_path.stem}-{tag}.keras"
+
+
+def resumable_epochs(record_path: str | os.PathLike, logged: int) -> int:
+    """How many of a record's ``logged`` epochs a resumed run keeps: the newest of them whose
+    checkpoint is here (``checkpoint_path``); 0 when none is, and the run starts over."""
+    for done in range(logged, 0, -1):
+        if _checkpoint_beside(Path(record_path), f"epoch{done}").exists():
+            return done
+    return 0
 
 
 def checkpoint_path(record: RunRecord, epoch: int) -> Path:
@@ -154,12 +167,9 @@ def resume(record: RunRecord, build: Callable[[], keras.Model]) -> tuple[keras.M
     an earlier, killed process on this run are deleted first (``remove_leftovers``).
     """
     remove_leftovers(record)
-    done = record.completed_epochs()
-    while done > 0:
-        path = checkpoint_path(record, done)
-        if path.exists():
-            return keras.saving.load_model(path), done
-        done -= 1
+    done = resumable_epochs(record.path, record.completed_epochs())
+    if done:
+        return keras.saving.load_model(checkpoint_path(record, done)), done
     record.data["epochs"] = []
     return build(), 0
 
