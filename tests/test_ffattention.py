@@ -282,6 +282,60 @@ def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets()
     assert "**4** [2–4] (lr 0.001; 2 of 3 seeds; 1 of 4" in ffattention.render_table(two)
 
 
+def test_variable_length_runs_every_learning_rate_and_reports_each_seeds_best():
+    """Raffel's variable_length_experiments.py tries Table 1's four learning rates and keeps the
+    best: the `paper` preset runs them all (likely best first) and they are each other's rivals;
+    the table gives, per seed, the best rate's accuracy after the last epoch and at its best
+    epoch, then the median [range], and says what a partial cell lacks."""
+    paper = [c for c in ffattention.runs("paper") if c.experiment == "variable"]
+    assert len(paper) == 2 * 2 * 3 * 4, "tasks x poolings x seeds x learning rates"
+    first = paper[0]
+    assert first.learning_rate == 3e-3
+    rates = sorted(r.learning_rate for r in ffattention.config.rivals(first))
+    assert rates == [3e-4, 1e-3, 1e-2]
+    assert [c.learning_rate for c in ffattention.runs("cpu") if c.experiment == "variable"] == [
+        3e-3
+    ] * 4
+
+    def record(lr: float, seed: int, accuracies: list[float]) -> dict:
+        epochs = [
+            {"epoch": i + 1, "test_accuracy": a, "test_loss": 0.0} for i, a in enumerate(accuracies)
+        ]
+        config = dataclasses.replace(first, learning_rate=lr, seed=seed)
+        return {
+            "config": dataclasses.asdict(config),
+            "epochs": epochs,
+            "summary": ffattention.summarize(epochs),
+            "finished": True,
+            "command": "python -m thesis_repro.ffattention grid --preset paper",
+        }
+
+    curves = {  # (learning rate, seed): test accuracy per epoch
+        (3e-3, 0): [0.5, 0.9, 0.8],
+        (1e-2, 0): [0.85],  # the better last epoch: seed 0's best rate
+        (3e-3, 1): [0.5, 0.95, 0.9],  # seed 1's best rate; its best epoch is not its last
+        (1e-2, 1): [0.6, 0.7],
+        (3e-3, 2): [0.5, 0.7],
+        (1e-2, 2): [0.8, 1.0],  # 100% after 2 epochs: seed 2's best rate
+    }
+    every = [
+        record(lr, seed, curves.get((lr, seed), [0.3] * 3))
+        for lr in ffattention.PRESETS["paper"].variable_learning_rates
+        for seed in (0, 1, 2)
+    ]
+
+    def row(records: list[dict]) -> str:
+        variable = ffattention.render_table(records).split("### Variable length")[1]
+        return next(line for line in variable.splitlines() if line.startswith("| addition"))
+
+    assert row(every) == (
+        "| addition, attention | 90.0% [85.0–100.0%] | 95.0% [85.0–100.0%] | 0.01/0.003/0.01 "
+        "| 3 | 1–3 | 99.9% |"
+    )
+    partial = row([r for r in every if r["config"]["seed"] == 0][1:])
+    assert "| 1 (3 of 4 learning rates run) |" in partial
+
+
 def test_a_partial_cell_says_what_it_lacks():
     """A grid stopped midway must not read as finished: a cell whose seed has not run every
     learning rate of its preset says how many ran (a rate still to run could beat the cell),

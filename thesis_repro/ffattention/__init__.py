@@ -18,10 +18,15 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
   100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell
   (per seed, then the median over seeds); in a ``grid`` a run also stops once another learning
   rate of its cell and seed got to 100% in as many epochs (``config.rivals``; ``--no-prune``).
-- Variable length (Raffel 2.3): one model trained on lengths from 50 to 10000. As in Raffel's
-  published code each minibatch draws one T0 in [50, 10000/1.1] and its sequences have lengths in
-  [T0, 1.1 T0]; batches are zero-padded to a multiple of 512 steps and the padding is masked. The
-  test set holds 10 sequences at each of 100 values of T0 spread evenly over the same range.
+- Variable length (Raffel 2.3): one model trained on lengths from 50 to 10000, at each of the
+  preset's learning rates (the `paper` preset: Table 1's four, as Raffel's published
+  ``variable_length_experiments.py``; the best per seed is reported, as in Table 1). Each
+  minibatch draws one T0 in [50, 10000/1.1] and its sequences have lengths in [T0, 1.1 T0],
+  zero-padded to a multiple of 512 steps with the padding masked (Raffel's script gives all
+  sequences of a minibatch one length, uniform in [50, 10000], and needs no padding; masked
+  pooling of a padded sequence equals that of the unpadded one, so only the length spread
+  within a batch differs). The test set holds 10 sequences at each of 100 values of T0 spread
+  evenly over the same range (his: 10 at each of 100 lengths from 50 to 10000).
 - Temporal order (Raffel 2.4): a 4-way classifier (XX, XY, YX, YY) with the same network; it can
   separate XX from YY but not XY from YX, since pooling over time discards order.
 

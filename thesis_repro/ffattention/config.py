@@ -100,7 +100,7 @@ class Preset:
     steps_per_epoch: int = 1000
     test_size: int = 1000
     variable_epochs: int = 100
-    variable_learning_rate: float = 1e-3
+    variable_learning_rates: tuple[float, ...] = (1e-3,)
     variable_max: int = VARIABLE_MAX
     temporal_t0: int = 100
     temporal_epochs: int = 10
@@ -141,7 +141,7 @@ PRESETS: dict[str, Preset] = {
         },
         epoch_caps={50: 10, 100: 10, 500: 10, 1000: 10, 5000: 3},
         variable_epochs=3,
-        variable_learning_rate=3e-3,
+        variable_learning_rates=(3e-3,),
         temporal_epochs=5,
     ),
     "paper": Preset(
@@ -151,6 +151,9 @@ PRESETS: dict[str, Preset] = {
         learning_rates={t0: LEARNING_RATES for t0 in PAPER_T0S},
         epoch_caps={t0: 100 for t0 in PAPER_T0S},
         variable_epochs=100,
+        # Raffel's variable_length_experiments.py tries the four rates of Table 1 (Adam) and
+        # keeps the best: "the same architecture as used in the previous experiment" (2.3).
+        variable_learning_rates=LEARNING_RATES,
         temporal_epochs=100,
         # The paper reports one (best) run per cell; we report the spread over three seeds.
         seeds=(0, 1, 2),
@@ -193,7 +196,7 @@ def preset_runs(preset: Preset, name: str) -> list[RunConfig]:
             task,
             VARIABLE_MIN,
             pooling,
-            preset.variable_learning_rate,
+            lr,
             seed,
             preset.variable_epochs,
             max_length=preset.variable_max,
@@ -203,6 +206,7 @@ def preset_runs(preset: Preset, name: str) -> list[RunConfig]:
         for seed in preset.seeds
         for task in preset.tasks
         for pooling in POOLINGS
+        for lr in likely_best_first(preset.variable_learning_rates)
     ]
     cheap = sorted((run for run in table1 if run.t0 <= 1000), key=lambda run: run.t0)
     return temporal + cheap + variable + [run for run in table1 if run.t0 > 1000]
@@ -236,21 +240,25 @@ def likely_best_first(rates: tuple[float, ...]) -> list[float]:
     return sorted(rates, key=lambda lr: abs(math.log(lr / 3e-3)))
 
 
-def preset_learning_rates(preset: str, t0: int) -> tuple[float, ...]:
-    """The learning rates that preset ``preset`` runs at ``t0`` in Table 1; none for a name
-    that is not in :data:`PRESETS` (a single ``run``: preset ``custom``)."""
-    return PRESETS[preset].learning_rates.get(t0, ()) if preset in PRESETS else ()
+def preset_learning_rates(preset: str, t0: int, experiment: str = "table1") -> tuple[float, ...]:
+    """The learning rates that preset ``preset`` runs at ``t0`` in Table 1 (``experiment``
+    ``variable``: in the variable-length experiment); none for the temporal-order demo and for
+    a name that is not in :data:`PRESETS` (a single ``run``: preset ``custom``)."""
+    if preset not in PRESETS or experiment == "temporal_order":
+        return ()
+    if experiment == "variable":
+        return PRESETS[preset].variable_learning_rates
+    return PRESETS[preset].learning_rates.get(t0, ())
 
 
 def rivals(config: RunConfig) -> list[RunConfig]:
-    """The runs ``config`` competes with for its Table 1 cell: the same task, T0, pooling and
-    seed of its preset at the preset's other learning rates. Raffel & Ellis report "the best
-    result achieved using any learning rate" (2.2), so once a rival is at 100% after ``b``
-    epochs, epochs after ``b`` cannot change the cell (``train.run`` stops there). None for the
-    other experiments and for a single ``run`` (preset ``custom``)."""
-    if config.experiment != "table1":
-        return []
-    rates = preset_learning_rates(config.preset, config.t0)
+    """The runs ``config`` competes with for its Table 1 cell (or variable-length cell): the
+    same task, T0, pooling and seed of its preset at the preset's other learning rates. Raffel
+    & Ellis report "the best result achieved using any learning rate" (2.2), so once a rival is
+    at 100% after ``b`` epochs, epochs after ``b`` cannot change the cell (``train.run`` stops
+    there; Raffel's scripts stop a rate's run there too). None for the temporal-order demo and
+    for a single ``run`` (preset ``custom``)."""
+    rates = preset_learning_rates(config.preset, config.t0, config.experiment)
     return [replace(config, learning_rate=lr) for lr in rates if lr != config.learning_rate]
 
 
