@@ -146,7 +146,7 @@ run() {
 # copied, one a line.
 MERGE='
 import sys
-from thesis_repro.records import merge_records
+from thesis_repro.record_merge import merge_records
 for path in merge_records(sys.argv[1], sys.argv[2]):
     print(path)
 '
@@ -158,7 +158,8 @@ for path in merge_records(sys.argv[1], sys.argv[2]):
 UNPACK='
 import sys
 from pathlib import Path
-from thesis_repro.records import load_record, merge_records, settled
+from thesis_repro.record_merge import merge_records
+from thesis_repro.records import load_record, settled
 source, target = Path(sys.argv[1]), Path(sys.argv[2])
 copied = set(merge_records(source, target))
 for path in sorted(source.rglob("*.json")):

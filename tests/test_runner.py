@@ -322,7 +322,8 @@ def test_merging_two_copies_of_a_record_keeps_the_one_that_got_further(tmp_path)
     """Issue 15's GPU slices: records come back from a device call and meet the copies here (or,
     on a warm machine, the working tree sent with the next call). A finished record is never
     replaced by the same run started over, nor a longer unfinished one by a shorter one."""
-    from thesis_repro.records import load_record, merge_records
+    from thesis_repro.record_merge import merge_records
+    from thesis_repro.records import load_record
 
     came_back, here = tmp_path / "came_back", tmp_path / "here"
     _record_with(here / "lm/finished.json", 25, finished=True)

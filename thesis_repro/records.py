@@ -476,43 +476,6 @@ def settled(record: Record) -> bool:
     return bool(record.get("finished") or record.get("failed"))
 
 
-def progress(record: Record | None) -> tuple[int, int, int]:
-    """How far a run has got, to choose between two copies of its record: a result (finished
-    or failed) beats none, then more logged epochs, then more updates of a mid-epoch checkpoint
-    (``partial``); no record at all is behind every record."""
-    if record is None:
-        return (-1, -1, -1)
-    partial = record.get("partial") or {}
-    return (int(settled(record)), len(record.get("epochs", [])), int(partial.get("steps", 0)))
-
-
-def merge_records(source: str | os.PathLike, target: str | os.PathLike) -> list[Path]:
-    """Copy each record under ``source`` to the same relative path under ``target`` where the
-    copy there is missing or behind it (:func:`progress`); the paths copied (under ``target``).
-
-    Two copies of one run's record meet when a lent GPU machine's results come back (or a warm
-    machine's own results meet the working tree sent with the next call): the copy that got
-    further wins, so a finished record is never replaced by the same run started over."""
-    source, target = Path(source), Path(target)
-    copied = []
-    for path in sorted(source.rglob("*.json")):
-        destination = target / path.relative_to(source)
-        try:
-            there = load_record(path)
-        except CorruptRecord as error:
-            warn_corrupt(error)
-            continue
-        try:
-            here = load_record(destination)
-        except CorruptRecord:
-            here = None  # unreadable: any readable copy is better
-        if progress(there) > progress(here):
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            destination.write_bytes(path.read_bytes())
-            copied.append(destination)
-    return copied
-
-
 _warned: set[Path] = set()
 
 
