@@ -72,6 +72,10 @@ device_env() {
     export PYTHONPATH=/tmp/site:. KERAS_BACKEND=jax THESIS_REPRO_DATA=.gpu/data
     export THESIS_REPRO_CHECKPOINT_SECONDS=${THESIS_REPRO_CHECKPOINT_SECONDS:-60}
     export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+    # Several COMMANDs share the GPU, each grid giving its workers 0.9/jobs of its memory
+    # (runner.worker_env): allocated as needed instead of up front, they never oversubscribe
+    # it (2 LM `paper` runs and 2 Raffel & Ellis ones use a few GiB each).
+    export XLA_PYTHON_CLIENT_PREALLOCATE=${XLA_PYTHON_CLIENT_PREALLOCATE:-false}
 }
 
 # The backends issue's GPU numbers (issue 14), at most 5 minutes, into $OUT/measure.txt: the
