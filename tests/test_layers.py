@@ -240,6 +240,15 @@ def test_gated_lstm_respects_keras_mask_and_padding(rng):
         np.testing.assert_allclose(out[row], alone, atol=ATOL)
 
 
+def test_gated_lstm_rejects_lengths_of_another_batch(rng):
+    """As the pooling layers (``layers.masking.sequence_keep``): lengths or a mask that cover
+    another number of sequences than the inputs are a clear error, not a broadcast."""
+    x = padded_batch(rng, [5, 3], features=2)
+    e = rng.uniform(-1.0, 1.0, size=x.shape[:2]).astype("float32")
+    with pytest.raises(ValueError, match="AttentionGatedLSTM: mask/lengths cover 3 sequences"):
+        AttentionGatedLSTM(4)([x, e], lengths=np.array([5, 3, 2]))
+
+
 def test_gated_lstm_cell_accepts_packed_step_input(rng):
     cell = AttentionGatedLSTMCell(3)
     rnn = keras.layers.RNN(cell, return_sequences=True)

@@ -19,7 +19,7 @@ from thesis_repro.layers._common import (
     _deserialize_activation,
     _serialize_activation,
 )
-from thesis_repro.layers.masking import sequence_mask
+from thesis_repro.layers.masking import sequence_keep
 
 SCALED_SIGMOID_SCALE = 1.2
 SCALED_SIGMOID_SHIFT = 0.1
@@ -278,9 +278,7 @@ class AttentionGatedLSTM(keras.layers.RNN):
             energies = ops.squeeze(energies, -1)
         if isinstance(mask, list | tuple):
             mask = mask[0]
-        mask = sequence_mask(
-            x.shape[1] if x.shape[1] is not None else ops.shape(x)[1], mask, lengths
-        )
+        mask = sequence_keep(x, mask, lengths, type(self).__name__)
         packed = ops.concatenate([x, ops.expand_dims(energies, -1)], axis=-1)
         return super().call(packed, initial_state=initial_state, mask=mask, training=training)
 
