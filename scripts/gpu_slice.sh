@@ -39,11 +39,16 @@
 # 6.1 with chunks of 1024: benchmarks/results/gpu_measure_h200.txt). Examples for one lease:
 # LM runs alone, two side by side, over two calls (unpack between them; the second resumes
 # them on the warm machine and should see them finish):
-#   bash scripts/gpu_slice.sh run 540 #     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 2 --no-report --verbose 2'
+#   bash scripts/gpu_slice.sh run 560 \
+#     'python -m thesis_repro.lm grid --table 3.1 --preset paper --jobs 2 --no-report --verbose 2'
 #   bash scripts/gpu_slice.sh run 240 '<the same command>'
 # or the Raffel & Ellis paper grid's long columns and the variable-length runs, many at once
 # (16 runs finished and 8 advanced in the lease above):
-#   bash scripts/gpu_slice.sh run 540 #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report' #     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --only variable --jobs 4 --no-report'
+#   bash scripts/gpu_slice.sh run 540 \
+#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --t0s 5000 10000 --jobs 8 --no-report' \
+#     'python -m thesis_repro.ffattention --verbose 2 grid --preset paper --only variable --jobs 4 --no-report'
+# or both: the two LM runs with two variable-length runs beside them (2026-11-26: one LM run
+# and both variable-length runs finished in the first call's 515 s).
 # `measure` first (at most 5 minutes) leaves too little of a call for an LM run.
 set -euo pipefail
 
@@ -220,5 +225,5 @@ case ${1:-} in
     run) shift; run "$@" ;;
     measure) measure ;;
     unpack) shift; unpack "$@" ;;
-    *) sed -n '2,38p' "$0"; exit 2 ;;
+    *) awk 'NR > 1 && !/^#/ { exit } NR > 1 { print }' "$0"; exit 2 ;;
 esac
