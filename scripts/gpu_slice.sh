@@ -120,9 +120,12 @@ run() {
     # A warm machine's own records from its last call, where the working tree sent with this
     # call lacks them or holds an earlier copy (that call's files were not unpacked here before
     # this one): restored, so their runs resume from the checkpoints kept here instead of
-    # starting over, and a finished run is not run again.
-    if [ -d /tmp/slice-records/results ]; then
-        python3 -c "$MERGE" /tmp/slice-records/results results | sed 's/^/restored from the last call: /'
+    # starting over, and a finished run is not run again. (Kept in $GPU_SLICE_RECORDS,
+    # default /tmp/slice-records; checked by hand on this CPU, 2026-11-26: a smoke grid's two
+    # finished records deleted from the tree between two calls were restored and skipped.)
+    local kept=${GPU_SLICE_RECORDS:-/tmp/slice-records}
+    if [ -d "$kept/results" ]; then
+        python3 -c "$MERGE" "$kept/results" results | sed 's/^/restored from the last call: /'
     fi
     local out=${OUT:-/tmp/out} stamp
     mkdir -p "$out"
@@ -144,7 +147,7 @@ run() {
     find results -newer "$stamp" \( -name '*.json' -o -name 'table.md' \) -print0 \
         | tar --null -cf "$out/records.tar" -T -
     tar -tf "$out/records.tar" | sed 's/^/packed: /'
-    mkdir -p /tmp/slice-records && tar -xf "$out/records.tar" -C /tmp/slice-records
+    mkdir -p "$kept" && tar -xf "$out/records.tar" -C "$kept"
     python3 -c "$RESUMABLE" | tar --null -cf "$out/checkpoints.tar" -T -
     tar -tf "$out/checkpoints.tar" | sed 's/^/checkpoint packed: /'
     tail -n 3 "$out"/log*.txt
