@@ -294,8 +294,9 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         notes = coverage_notes(group, table_seeds)
         seeds = f"{len(chosen)}" + (f" ({'; '.join(notes)})" if notes else "")
         paper = PAPER_VARIABLE.get((task, pooling))
+        rates = _rates(chosen).removeprefix("lr ")
         lines.append(
-            f"| {task}, {pooling} | {last} | {best} | {_rates(chosen)[3:]} | {seeds} | {ran} | "
+            f"| {task}, {pooling} | {last} | {best} | {rates} | {seeds} | {ran} | "
             f"{_paper_text(paper) if paper else '–'} |"
         )
     return lines
