@@ -95,12 +95,9 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...] = ()) -> str:
     if median < math.inf:
         spread = f"{_number(solved[0])}–{_number(solved[-1])}"
         return f"**{_number(median)}** [{spread}] ({lr}; {counted}{tail}{status})"
-    accuracies = [100 * s["best_test_accuracy"] for s in summaries]
+    accuracies = _median_range([100 * s["best_test_accuracy"] for s in summaries])
     runs = max(s["epochs_run"] for s in summaries)
-    return (
-        f"{np.median(accuracies):.1f}% [{min(accuracies):.1f}–{max(accuracies):.1f}%] best of "
-        f"{runs} ({lr}; 100% in {counted}{tail}{status})"
-    )
+    return f"{accuracies} best of {runs} ({lr}; 100% in {counted}{tail}{status})"
 
 
 def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...]:
@@ -116,9 +113,7 @@ def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...
         named = "seed" if len(seeds) == 1 else "seeds"
         notes.append(f"{named} {', '.join(map(str, seeds))} only")
     config = cell[0]["config"]
-    expected = set(
-        preset_learning_rates(config["preset"], config["t0"], config.get("experiment", "table1"))
-    )
+    expected = set(preset_learning_rates(config["preset"], config["t0"], config["experiment"]))
     if expected:
         run = min(
             len({r["config"]["learning_rate"] for r in cell if r["config"]["seed"] == s} & expected)
