@@ -307,6 +307,51 @@ def test_a_run_resumed_on_another_machine_keeps_where_its_earlier_epochs_ran(tmp
     assert "on NVIDIA H200, dtype policy float32, float32 matmuls: default (1 records)" in ran_on
 
 
+def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch):
+    """2026-11-26: a record of 24 epochs on an H200 (no checkpoint came with it) started over on
+    an H100 and kept the H200's start time, wall time and ``earlier_machines`` entry, so its
+    table said it ran partly on an H200. ``training.resume`` now keeps only the epochs it goes
+    on from: their share of the wall time, the machines that ran them."""
+    from thesis_repro import records, training
+
+    path = tmp_path / "run.json"
+    first = RunRecord(path, {"a": 1}).start("train a")
+    for epoch in range(4):
+        first.log_epoch(epoch, {"loss": 1.0}, 10.0)
+    first.data["started"] = "2026-11-25 09:00:00"
+    first.save()
+    release(path)
+    elsewhere = {"backend": "jax", "device": "NVIDIA H100", "dtype_policy": "float32"}
+    monkeypatch.setattr(records, "compute_device", lambda: elsewhere)
+
+    def resumed(checkpoints: list[int]) -> tuple[RunRecord, int]:
+        for stale in path.parent.glob("checkpoints/*"):
+            stale.unlink()
+        record = RunRecord(path, {"a": 1}).start()
+        for epoch in checkpoints:
+            training.checkpoint_path(record, epoch).parent.mkdir(exist_ok=True)
+            keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)]).save(
+                training.checkpoint_path(record, epoch)
+            )
+        _, done = training.resume(record, lambda: keras.Sequential([keras.Input((1,))]))
+        release(path)
+        return record, done
+
+    record, done = resumed([1, 2])  # epochs 3 and 4 lost their checkpoints
+    assert done == 2 and record.completed_epochs() == 2
+    assert record.data["wall_seconds"] == pytest.approx(20.0)
+    assert record.data["started"] == "2026-11-25 09:00:00"
+    assert [m["epochs"] for m in record.data["earlier_machines"]] == [2]
+    assert record.data["earlier_machines"][0]["hardware"]["device"] == "cpu"
+
+    record, done = resumed([])  # no checkpoint here: it starts over on this machine alone
+    assert done == 0 and record.data["epochs"] == []
+    assert record.data["wall_seconds"] == 0.0
+    assert record.data["started"] != "2026-11-25 09:00:00"
+    assert "earlier_machines" not in record.data
+    assert [m["device"] for m in records.machines_of(record.data)] == ["NVIDIA H100"]
+
+
 def _record_with(path: Path, epochs: int, finished: bool = False) -> Path:
     """A record of run ``{"a": 1}`` at ``path`` with ``epochs`` logged epochs."""
     record = RunRecord(path, {"a": 1}).start("train a")

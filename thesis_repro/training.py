@@ -162,15 +162,17 @@ def checkpoint_path(record: RunRecord, epoch: int) -> Path:
 def resume(record: RunRecord, build: Callable[[], keras.Model]) -> tuple[keras.Model, int]:
     """The model to train and the number of epochs already done.
 
-    Loads the checkpoint of the record's last logged epoch when there is one, else builds afresh
-    (an epoch logged without its checkpoint is dropped and trained again). Temporary files of
-    an earlier, killed process on this run are deleted first (``remove_leftovers``).
+    Loads the checkpoint of the newest logged epoch that has one (``resumable_epochs``), else
+    builds afresh; the record keeps only the epochs it goes on from (``RunRecord.keep_epochs``:
+    later ones are trained again, and a run that starts over starts its record's clock and
+    machines over). Temporary files of an earlier, killed process on this run are deleted
+    first (``remove_leftovers``).
     """
     remove_leftovers(record)
     done = resumable_epochs(record.path, record.completed_epochs())
+    record.keep_epochs(done)
     if done:
         return keras.saving.load_model(checkpoint_path(record, done)), done
-    record.data["epochs"] = []
     return build(), 0
 
 
