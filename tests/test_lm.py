@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import keras
@@ -728,3 +729,43 @@ def test_steps_per_execution_trains_the_same_updates(tmp_path: Path, monkeypatch
     assert one["summary"]["test_perplexity"] == pytest.approx(
         many["summary"]["test_perplexity"], rel=1e-5
     )
+
+
+def test_table_ratio_compares_the_seeds_both_models_have() -> None:
+    """2026-11-26: the `paper` 5-gram got a third seed (181.5, its lowest) before the 10-gram
+    did, and the 10-gram's ratio moved from 0.954 to 0.963 though no 10-gram run changed. The
+    ratio now divides means over the seeds both have, as the paired columns do."""
+    source = lm.CorpusSource("eltec-pol", Path("x.txt"))
+
+    def record(order: int, seed: int, ppl: float) -> dict:
+        config = lm.make_config(source, "paper", "3.1", order, 0, seed=seed)
+        return {
+            "config": asdict(config),
+            "command": "test",
+            "finished": True,
+            "epochs": [],
+            "summary": {"test_perplexity": ppl, "final_valid_perplexity": ppl + 9},
+            "corpus": {"vocab_size": 37373},
+            "versions": {},
+            "hardware": {"cpus": 2, "machine": "x86_64", "system": "Linux", "backend": "jax"}
+            | {"device": "cpu"},
+            "started": "2026-11-26 16:30:24",
+            "wall_seconds": 1.0,
+            "path": f"/r/{config.name}.json",
+        }
+
+    records = [record(5, 0, 200.0), record(5, 1, 180.0), record(5, 2, 100.0)]
+    records += [record(10, 0, 190.0), record(10, 1, 170.0)]
+    rows = {line.split(" | ")[0]: line for line in lm_report.render_table(records).splitlines()}
+    assert f"| {(190 + 170) / (200 + 180):.3f} |" in rows["| 10-gram"]  # 0.947, not 360/480
+    assert "| 1.000 |" in rows["| 5-gram"]
+
+
+def test_accelerator_estimate_is_the_measured_update_time(monkeypatch) -> None:
+    """The `paper` update was measured at 2.5 ms alone on an H100; the start line's estimate
+    there said 7.6 h for a 10-minute run when it scaled the host's NumPy matmul instead."""
+    from thesis_repro.lm import train
+
+    monkeypatch.setattr(train, "compute_device", lambda: {"device": "NVIDIA H100"})
+    config = lm.make_config(lm.CorpusSource("eltec-pol", Path("x.txt")), "paper", "3.1", 5, 0)
+    assert lm.estimate_update_seconds(config, 37_373) == pytest.approx(2.5e-3, rel=0.01)

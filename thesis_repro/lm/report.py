@@ -105,7 +105,8 @@ def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
             f"{config['batch_size']}, SGD eps0 = {variant.eps0:g}, decay {variant.decay:g}, "
             f"momentum {variant.momentum:g}, weight decay {config['weight_decay']:g}·||W||² on "
             f"W_mh, W_hl; targets from position {config['first_target']}. Std: sample std "
-            "(ddof 1) over instances. Ratio: perplexity / the 5-gram's. Paired: the model's "
+            "(ddof 1) over instances. Ratio: mean perplexity / the 5-gram's, over the seeds "
+            "both have (a seed only one has would tilt it). Paired: the model's "
             "test perplexity minus the 5-gram's (10-gram's) of the same seed, mean ± std "
             "over the seeds both have (negative: the model is better).",
             "",
@@ -127,12 +128,12 @@ def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
             started = [r for r in group if _model_key(r["config"]) == key]
             if done:
                 tests = [r["summary"]["test_perplexity"] for r in done]
-                mean, ours = mean_std(tests)[0], format_spread(tests)
+                ours = format_spread(tests)
                 valid = format_spread([r["summary"]["final_valid_perplexity"] for r in done])
-                ratio = f"{mean / base_mean:.3f}" if base_mean else "–"
             else:
-                ours, valid, ratio = "–", "–", "–"
+                ours, valid = "–", "–"
             ours_by_seed = _scores(done, "test")
+            ratio = _paired_ratio(ours_by_seed, references[0])
             paired = [
                 _paired_difference(ours_by_seed, reference) if key[:2] != (order, 0) else "–"
                 for order, reference in zip((5, 10), references, strict=True)
@@ -274,6 +275,14 @@ def _paired_difference(ours: dict[int, float], theirs: dict[int, float]) -> str:
     return format_spread([ours[s] - theirs[s] for s in seeds]) + (
         f" ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})" if len(seeds) < len(ours) else ""
     )
+
+
+def _paired_ratio(ours: dict[int, float], base: dict[int, float]) -> str:
+    """Mean of ``ours`` over mean of ``base``, both over the seeds both have ("–": none)."""
+    seeds = sorted(set(ours) & set(base))
+    if not seeds:
+        return "–"
+    return f"{np.mean([ours[s] for s in seeds]) / np.mean([base[s] for s in seeds]):.3f}"
 
 
 def _cell(runs: list[Record], column: str) -> str:

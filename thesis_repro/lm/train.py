@@ -198,14 +198,20 @@ def run(
 def estimate_update_seconds(config: RunConfig, vocab_size: int) -> float:
     """Rough seconds per update on this machine: the update's matmul FLOP (the softmax layer
     dominates: ~6 x B x H x V) over a float32 matmul timed now with NumPy, x 1.5 for the rest;
-    measured ratio to real updates on a CPU ~1-2 (benchmarks/bench_lm.py). An accelerator is
-    taken to be 50x faster (measured on an H100: 1.25 ms per paper update when shared); on a
-    CPU ~20 ms of per-update overhead is added (it dominates at small V)."""
+    measured ratio to real updates on a CPU ~1-2 (benchmarks/bench_lm.py); on a CPU ~20 ms of
+    per-update overhead is added (it dominates at small V). On an accelerator the update's FLOP
+    at the rate measured there (``ACCELERATOR_UPDATE_FLOPS``): the host's matmul says nothing
+    of the device (it had put a 10-minute H100 run at 7.6 h)."""
     width = (config.order - 1 + (1 if config.prefix else 0)) * config.embedding_dim
     flop = 6 * config.batch_size * config.hidden * (vocab_size + width)
     if compute_device()["device"] != "cpu":
-        return 1.5 * flop / 50 / _matmul_flops()
+        return flop / ACCELERATOR_UPDATE_FLOPS
     return 0.02 + 1.5 * flop / _matmul_flops()  # + ~20 ms of per-update overhead (small V)
+
+
+# FLOP/s of a whole LM `paper` update (45.3 GFLOP by the count above) on an H100, one run alone:
+# 2.5 ms per update (2.3-2.7 ms on 2026-11-26, 3.2 ms each with another run beside it on an H200).
+ACCELERATOR_UPDATE_FLOPS = 45.3e9 / 2.5e-3
 
 
 def _matmul_flops(n: int = 512) -> float:
