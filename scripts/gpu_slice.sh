@@ -32,6 +32,11 @@
 # one left in git-ignored paths (the LM checkpoints), so runs resume there call after call.
 # Another (2026-11-26, H200): two LM runs side by side (3.2 ms per update each, beside two
 # Raffel & Ellis variable-length runs) took 482 s and ~520 s: give the first call 560 s.
+# Another (2026-11-26, H100): the same four took 4.2 ms per LM update beside the Raffel & Ellis
+# runs (2.8-3.0 while those compiled), so neither LM run finished in 560 s (epoch 20); the
+# second call (215 s, LM alone: 2.3-2.7 ms per update) finished both. On an H100 run the LM
+# alone: three side by side (~4 ms each, 2026-11-23, before several updates per compiled
+# call) should finish in 560 s + ~150 s, not measured yet.
 # An LM `paper` run takes about 8 minutes alone on an H100 (2.5 ms per update); four side by
 # side take 5 ms per update each and none would finish in a lease. The Raffel & Ellis runs
 # are short and resume anywhere: many at once, unfused (the default on a GPU: 6.3 ms per
