@@ -28,8 +28,8 @@ from thesis_repro.records import (
     RunRecord,
     load_record,
     load_records,
-    lock_path,
 )
+from thesis_repro.run_lock import lock_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

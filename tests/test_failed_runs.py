@@ -19,8 +19,9 @@ from thesis_repro.addition import cli as addition_cli
 from thesis_repro.ffattention import cli as ffattention_cli
 from thesis_repro.lm import cli as lm_cli
 from thesis_repro.lm import report as lm_report
-from thesis_repro.records import RunFailed, RunRecord, load_record, lock_path
+from thesis_repro.records import RunFailed, RunRecord, load_record
 from thesis_repro.report import write_report
+from thesis_repro.run_lock import lock_path
 from thesis_repro.training import (
     EpochCheckpoint,
     FailOnNonFiniteLoss,

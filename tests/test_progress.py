@@ -15,7 +15,7 @@ import pytest
 from thesis_repro import __main__ as cli
 from thesis_repro.experiment import experiment, experiments
 from thesis_repro.progress import preset_status, render_status
-from thesis_repro.records import held, lock_path
+from thesis_repro.run_lock import held, lock_path
 from thesis_repro.settings import DATA_ENV
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from thesis_repro.ffattention import cli as ffattention_cli
 from thesis_repro.lm import cli as lm_cli
-from thesis_repro.records import RunBusy, RunFailed, RunRecord, claim, lock_path, release
+from thesis_repro.records import RunFailed, RunRecord
+from thesis_repro.run_lock import RunBusy, claim, lock_path, release
 from thesis_repro.runner import walk_grid, without_jobs
 
 ROOT = Path(__file__).resolve().parents[1]

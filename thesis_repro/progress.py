@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from thesis_repro.experiment import Experiment
-from thesis_repro.records import held, hours, load_record, run_seconds
+from thesis_repro.records import hours, load_record, run_seconds
+from thesis_repro.run_lock import held
 from thesis_repro.training import resumable_epochs
 
 #: The states of a run, in the order a listing names them.
@@ -46,7 +47,7 @@ def group_and_name(experiment: Experiment, config: object) -> tuple[str, str]:
 
 
 def run_status(experiment: Experiment, config: object, results_dir: Path) -> RunStatus:
-    """Where one run stands, from its record and its lock (``records.held``)."""
+    """Where one run stands, from its record and its lock (``run_lock.held``)."""
     path = experiment.record_path(config, results_dir)
     record = load_record(path)
     group, name = group_and_name(experiment, config)

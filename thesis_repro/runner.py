@@ -1,6 +1,6 @@
 """Running a grid: every run in order, and ``--jobs N`` runs of one grid at once.
 
-A run is claimed by its lock file (``records.claim``) before it trains, so two processes never
+A run is claimed by its lock file (``run_lock.claim``) before it trains, so two processes never
 train the same run: the second sees ``RunBusy`` and moves on to the next run of its grid.
 
 ``--jobs N`` starts N copies of the same grid command (``--jobs 1``), each walking the grid in
@@ -22,12 +22,12 @@ from thesis_repro.cli import positive_int
 from thesis_repro.records import (
     CorruptRecord,
     Record,
-    RunBusy,
     RunConflict,
     RunFailed,
     command_line,
     grid_failures,
 )
+from thesis_repro.run_lock import RunBusy
 from thesis_repro.settings import COMMAND_ENV
 from thesis_repro.training import DTYPE_POLICIES, use_data_parallel
 

@@ -54,11 +54,11 @@ from thesis_repro.lm.report import report
 from thesis_repro.lm.train import run
 from thesis_repro.records import (
     CorruptRecord,
-    RunBusy,
     RunFailed,
     compute_device,
     grid_failures,
 )
+from thesis_repro.run_lock import RunBusy
 from thesis_repro.runner import (
     add_data_parallel_option,
     add_dtype_policy_option,
