@@ -170,8 +170,9 @@ for path in merge_records(sys.argv[1], sys.argv[2]):
 
 # The records that came back (under SOURCE) merged into TARGET, one line each: "done PATH" for
 # a run now finished or failed here (a result either way), "unfinished PATH", or "kept PATH"
-# where the copy here got further than the one that came back. One process for all of them:
-# importing the package takes seconds, and a warm device machine waits only 30.
+# where the copy here got further than the one that came back ("restarted PATH" where that copy
+# is unfinished and the call started its run over: another `started`). One process for all of
+# them: importing the package takes seconds, and a warm device machine waits only 30.
 UNPACK='
 import sys
 from pathlib import Path
@@ -182,7 +183,9 @@ copied = set(merge_records(source, target))
 for path in sorted(source.rglob("*.json")):
     here = target / path.relative_to(source)
     if here not in copied:
-        print("kept", here)
+        kept = load_record(here)
+        restarted = not settled(kept) and kept["started"] != load_record(path)["started"]
+        print("restarted" if restarted else "kept", here)
     else:
         print("done" if settled(load_record(here)) else "unfinished", here)
 '
@@ -222,6 +225,13 @@ unpack() {
         case $state in
             done) git add "$path" && echo "done: $path" ;;
             kept) echo "kept the copy here (further along than the one that came back): $path" ;;
+            restarted)
+                # 2026-11-26: a record of 24 epochs without its checkpoint, sent again, would
+                # have resumed from the restart's epoch-20 checkpoint on the warm machine
+                echo "kept the copy here, but the call started its run over (no checkpoint" \
+                    "there): its checkpoints belong to the copy that came back. Before a next" \
+                    "call on the warm machine, move the copy here aside, or the run would" \
+                    "resume the other attempt's weights under this record: $path" ;;
             *) echo "unfinished (left untracked, resumes next call): $path" ;;
         esac
     done

@@ -395,19 +395,26 @@ def test_merging_two_copies_of_a_record_keeps_the_one_that_got_further(tmp_path)
 
 def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_further(tmp_path):
     """``scripts/gpu_slice.sh unpack TAR`` in a repository: a record that came back finished is
-    staged; one that came back behind the copy here (its run restarted on the device) leaves
-    that copy alone; an unfinished one is unpacked and left untracked."""
+    staged; one that came back behind the copy here leaves that copy alone, and says so louder
+    where the device started the run over (another ``started``: its checkpoints are of another
+    attempt); an unfinished one is unpacked and left untracked."""
     import tarfile
 
     came_back = tmp_path / "device"
     _record_with(came_back / "results/done.json", 2, finished=True)
     _record_with(came_back / "results/restarted.json", 1)
     _record_with(came_back / "results/going.json", 4)
+    _record_with(came_back / "results/behind.json", 2)
     archive = tmp_path / "records.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(came_back / "results", arcname="results")
     repo = tmp_path / "repo"
-    _record_with(repo / "results/restarted.json", 24)
+    earlier = json.loads(_record_with(repo / "results/restarted.json", 24).read_text())
+    earlier["started"] = "2026-11-26 13:45:04"  # an attempt before the device's
+    (repo / "results/restarted.json").write_text(json.dumps(earlier))
+    same = json.loads((came_back / "results/behind.json").read_text())
+    same["epochs"].append({"epoch": 3, "loss": 0.3})  # the same attempt, further along here
+    (repo / "results").joinpath("behind.json").write_text(json.dumps(same))
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     script = Path(__file__).resolve().parents[1] / "scripts/gpu_slice.sh"
     result = subprocess.run(
@@ -418,7 +425,9 @@ def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_furt
         check=True,
     )
     assert "done: results/done.json" in result.stdout
-    assert "kept the copy here" in result.stdout and "results/restarted.json" in result.stdout
+    said = {line.rsplit(" ", 1)[-1]: line for line in result.stdout.splitlines()}
+    assert "further along than the one that came back" in said["results/behind.json"]
+    assert "but the call started its run over" in said["results/restarted.json"]
     assert "unfinished (left untracked, resumes next call): results/going.json" in result.stdout
     staged = subprocess.run(
         ["git", "diff", "--cached", "--name-only"], cwd=repo, capture_output=True, text=True
