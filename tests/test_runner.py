@@ -304,8 +304,8 @@ def test_a_run_resumed_on_another_machine_keeps_where_its_earlier_epochs_ran(tmp
     saved = records.load_record(path)
     assert [m["device"] for m in records.machines_of(saved)] == ["cpu", "NVIDIA H200"]
     ran_on = records.produced_by([saved])
-    assert "on cpu, dtype policy mixed_bfloat16 (1 records)" in ran_on
-    assert "on NVIDIA H200, dtype policy float32, float32 matmuls: default (1 records)" in ran_on
+    assert "on cpu, dtype policy mixed_bfloat16 (1 record)" in ran_on
+    assert "on NVIDIA H200, dtype policy float32, float32 matmuls: default (1 record)" in ran_on
 
 
 def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch):

@@ -519,7 +519,9 @@ def format_hardware(machine: Mapping[str, Any]) -> str:
 
 def counted(texts: list[str]) -> str:
     """``text (n records)``, most frequent first, joined by ``; ``."""
-    return "; ".join(f"{text} ({n} records)" for text, n in Counter(texts).most_common())
+    return "; ".join(
+        f"{text} ({n} record{'s' if n > 1 else ''})" for text, n in Counter(texts).most_common()
+    )
 
 
 def hours(seconds: float) -> str:
