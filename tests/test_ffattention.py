@@ -63,10 +63,11 @@ def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
     assert first["finished"] and first["epochs"] and "tensorflow" in first["versions"]
     assert not list((results / "ffattention").rglob("*.keras")), "checkpoints are removed"
 
-    # A finished run is skipped: its record is not touched again.
+    # A finished run is skipped: its record is not touched again, nor left locked.
     stamp = records[0].stat().st_mtime_ns
     run_grid(ffattention.EXPERIMENT, ffattention.runs("smoke"), results, verbose=0)
     assert records[0].stat().st_mtime_ns == stamp
+    assert not list(results.rglob("*.lock")), "a skipped run is released at once"
 
     table = ffattention.report(results, figures)
     assert "addition, attention" in table and "Temporal order" in table

@@ -288,6 +288,16 @@ class RunRecord:
         self.data["hardware"] = now
         return self
 
+    def skip(self, verbose: int = 1) -> Record:
+        """The data of a finished run, its lock released at once: there is nothing to train,
+        and a grid's other workers must not see it as busy (2026-11-26: a worker held every
+        finished run it skipped until it exited, and the next worker logged them as "being
+        run")."""
+        release(self.path)
+        if verbose:
+            print(f"[skip] {self.path.stem}: finished ({self.path})", flush=True)
+        return self.data
+
     def completed_epochs(self) -> int:
         return len(self.data.get("epochs", []))
 

@@ -291,9 +291,7 @@ def run(
     """
     record = RunRecord(record_path(config, results_dir), config.as_record()).start()
     if record.finished:
-        if verbose:
-            print(f"[skip] {config.name}: finished ({record.path})")
-        return record.data
+        return record.skip(verbose)
     set_seed(config.seed)
 
     def build() -> keras.Model:

@@ -177,9 +177,7 @@ def run(
     """
     record = RunRecord(record_path(config, results_dir), asdict(config)).start()
     if record.finished:
-        if verbose:
-            print(f"[skip] {config.name}: finished ({record.path})")
-        return record.data
+        return record.skip(verbose)
     results_dir = Path(results_dir)
 
     def beaten() -> tuple[int, str] | None:

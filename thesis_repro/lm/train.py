@@ -30,6 +30,7 @@ from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, table_runs
 from thesis_repro.lm.evaluate import distance_summary, eval_prefix_scores, evaluate_run, perplexity
 from thesis_repro.lm.model import build_model
 from thesis_repro.records import RunRecord, compute_device
+from thesis_repro.run_lock import release
 from thesis_repro.runner import walk_grid
 from thesis_repro.settings import RESULTS_DIR, steps_per_execution
 from thesis_repro.training import (
@@ -77,10 +78,10 @@ def run(
     record.data["hardware"]["dtype_policy"] = config.dtype_policy  # the model's, not the global
     if record.finished:
         if missing_evals(record.data, eval_prefixes):
-            return evaluate_run(record.path, source, eval_prefixes, verbose, jit_compile)
-        if verbose:
-            print(f"[skip] {config.name}: finished ({record.path})", flush=True)
-        return record.data
+            evaluated = evaluate_run(record.path, source, eval_prefixes, verbose, jit_compile)
+            release(record.path)
+            return evaluated
+        return record.skip(verbose)
     corpus = load_lm_corpus(source, config, progress=bool(verbose))
     train_targets = scored_targets(len(corpus.train), config.first_target)
     record.data["corpus"] = {
