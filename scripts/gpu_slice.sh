@@ -125,7 +125,9 @@ run() {
     # A warm machine's own records from its last call, where the working tree sent with this
     # call lacks them or holds an earlier copy (that call's files were not unpacked here before
     # this one): restored, so their runs resume from the checkpoints kept here instead of
-    # starting over, and a finished run is not run again. (Kept in $GPU_SLICE_RECORDS,
+    # starting over, and a finished run is not run again; an unfinished record sent of another
+    # attempt (another `started`) gives way to this machine's, whose checkpoints are here.
+    # (Kept in $GPU_SLICE_RECORDS,
     # default /tmp/slice-records; checked by hand on this CPU, 2026-11-26: a smoke grid's two
     # finished records deleted from the tree between two calls were restored and skipped.)
     local kept=${GPU_SLICE_RECORDS:-/tmp/slice-records}
@@ -164,7 +166,7 @@ run() {
 MERGE='
 import sys
 from thesis_repro.record_merge import merge_records
-for path in merge_records(sys.argv[1], sys.argv[2]):
+for path in merge_records(sys.argv[1], sys.argv[2], checkpoints_of_source=True):
     print(path)
 '
 
@@ -226,12 +228,10 @@ unpack() {
             done) git add "$path" && echo "done: $path" ;;
             kept) echo "kept the copy here (further along than the one that came back): $path" ;;
             restarted)
-                # 2026-11-26: a record of 24 epochs without its checkpoint, sent again, would
-                # have resumed from the restart's epoch-20 checkpoint on the warm machine
+                # the warm machine's next call restores its own attempt over this copy (`run`)
                 echo "kept the copy here, but the call started its run over (no checkpoint" \
-                    "there): its checkpoints belong to the copy that came back. Before a next" \
-                    "call on the warm machine, move the copy here aside, or the run would" \
-                    "resume the other attempt's weights under this record: $path" ;;
+                    "there): a next call on the warm machine goes on with its own attempt," \
+                    "a fresh machine starts this one over: $path" ;;
             *) echo "unfinished (left untracked, resumes next call): $path" ;;
         esac
     done

@@ -393,6 +393,31 @@ def test_merging_two_copies_of_a_record_keeps_the_one_that_got_further(tmp_path)
     assert merge_records(came_back, here) == [], "merged already: nothing further to copy"
 
 
+def test_a_warm_machine_restores_its_own_attempt_over_another_one_sent_to_it(tmp_path):
+    """On a warm machine (``gpu_slice.sh run``), the checkpoints are those of its own last
+    call's records: a record sent of another attempt of the run (24 epochs, its checkpoint
+    nowhere) must not go on from this attempt's epoch-20 checkpoint, so this machine's copy
+    is restored although it is behind; a copy of the same attempt further along is kept."""
+    from thesis_repro.record_merge import merge_records
+    from thesis_repro.records import load_record
+
+    kept, sent = tmp_path / "kept", tmp_path / "sent"
+    _record_with(kept / "lm/restarted.json", 20)
+    _record_with(kept / "lm/same.json", 3)
+    stale = json.loads(_record_with(sent / "lm/restarted.json", 24).read_text())
+    stale["started"] = "2026-11-26 13:45:04"
+    (sent / "lm/restarted.json").write_text(json.dumps(stale))
+    further = json.loads((kept / "lm/same.json").read_text())
+    further["epochs"].append({"epoch": 4, "loss": 0.2})
+    (sent / "lm/same.json").write_text(json.dumps(further))
+
+    assert merge_records(kept, sent) == [], "by progress alone, the sent copies stay"
+    copied = merge_records(kept, sent, checkpoints_of_source=True)
+    assert copied == [sent / "lm/restarted.json"]
+    assert len(load_record(sent / "lm/restarted.json")["epochs"]) == 20
+    assert len(load_record(sent / "lm/same.json")["epochs"]) == 4
+
+
 def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_further(tmp_path):
     """``scripts/gpu_slice.sh unpack TAR`` in a repository: a record that came back finished is
     staged; one that came back behind the copy here leaves that copy alone, and says so louder

@@ -25,13 +25,20 @@ def progress(record: Record | None) -> tuple[int, int, int]:
     return (int(settled(record)), len(record.get("epochs", [])), int(partial.get("steps", 0)))
 
 
-def merge_records(source: str | os.PathLike, target: str | os.PathLike) -> list[Path]:
+def merge_records(
+    source: str | os.PathLike, target: str | os.PathLike, checkpoints_of_source: bool = False
+) -> list[Path]:
     """Copy each record under ``source`` to the same relative path under ``target`` where the
     copy there is missing or behind it (:func:`progress`); the paths copied (under ``target``).
 
     Two copies of one run's record meet when a lent GPU machine's results come back (or a warm
     machine's own results meet the working tree sent with the next call): the copy that got
-    further wins, so a finished record is never replaced by the same run started over."""
+    further wins, so a finished record is never replaced by the same run started over.
+    ``checkpoints_of_source``: the checkpoints here are those of ``source``'s runs (a warm
+    machine restoring its own records), so an unfinished copy under ``target`` of another
+    attempt of the run (another ``started``) loses even when further along: resumed here, it
+    would go on from the other attempt's weights (2026-11-26: a record of 24 epochs without
+    its checkpoint, sent again, met the epoch-20 checkpoint of the run started over here)."""
     source, target = Path(source), Path(target)
     copied = []
     for path in sorted(source.rglob("*.json")):
@@ -45,7 +52,14 @@ def merge_records(source: str | os.PathLike, target: str | os.PathLike) -> list[
             here = load_record(destination)
         except CorruptRecord:
             here = None  # unreadable: any readable copy is better
-        if progress(there) > progress(here):
+        other_attempt = (
+            checkpoints_of_source
+            and here is not None
+            and there is not None
+            and not settled(here)
+            and here.get("started") != there.get("started")
+        )
+        if other_attempt or progress(there) > progress(here):
             destination.parent.mkdir(parents=True, exist_ok=True)
             destination.write_bytes(path.read_bytes())
             copied.append(destination)
