@@ -14,21 +14,30 @@ import sys
 from pathlib import Path
 
 import keras
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 OTHER = "jax" if keras.backend.backend() != "jax" else "tensorflow"
-UNDER_BOTH = [
-    "tests/test_layers.py",
-    "tests/test_reproduce.py::test_reproduce_tiny_writes_report_figures_and_readme_blocks",
-    # A Raffel & Ellis run through the fused chunked layer (padded length >= 2000) and unfused.
-    "tests/test_ffattention.py::"
-    "test_chunk_size_setting_picks_the_implementation_and_the_record_says_which",
-]
+# Two groups, so that pytest-xdist workers can run them side by side.
+UNDER_BOTH = {
+    "layers": [
+        "tests/test_layers.py",
+        # A Raffel & Ellis run through the fused chunked layer (padded length >= 2000) and unfused.
+        "tests/test_ffattention.py::"
+        "test_chunk_size_setting_picks_the_implementation_and_the_record_says_which",
+    ],
+    "reproduce": [
+        "tests/test_reproduce.py::test_reproduce_tiny_writes_report_figures_and_readme_blocks"
+    ],
+}
 
 
-def test_layers_and_smoke_reproduce_pass_under_the_other_backend():
+@pytest.mark.parametrize("group", sorted(UNDER_BOTH))
+def test_layers_and_smoke_reproduce_pass_under_the_other_backend(group):
     env = {**os.environ, "KERAS_BACKEND": OTHER}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *UNDER_BOTH]
+    # `-n 0`: one process; the workers of this session already fill the machine.
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0"]
+    command += UNDER_BOTH[group]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
     output = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, output
