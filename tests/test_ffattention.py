@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import keras
 import numpy as np
 import pytest
 
 import reference as ref
 from thesis_repro import ffattention, tasks, training
-from thesis_repro.ffattention.model import raffel_model
+from thesis_repro.ffattention.model import raffel_model, transfer_training_state
 from thesis_repro.ffattention.report import best_over_learning_rates
 from thesis_repro.records import RunRecord, load_records
 from thesis_repro.runner import run_grid
@@ -484,6 +485,79 @@ def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(
     monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", "-3")
     with pytest.raises(SettingError, match="FF_CHUNK_SIZE"):
         ff_chunk_size()
+
+
+def _compiled(pooling: str, chunked: bool) -> keras.Model:
+    model = raffel_model(hidden=6, pooling=pooling, seed=1, chunked=chunked, chunk_size=8)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="mse")
+    return model
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+def test_training_state_carries_between_the_fused_and_the_unfused_network(rng, pooling):
+    """A checkpoint of one implementation goes on in the other on the same trajectory: same
+    predictions, and the same weights after further Adam updates (moments and update count
+    carried), in both directions; a network of the other pooling is refused."""
+    batches = [tasks.raffel_addition(rng, 8, 30) for _ in range(4)]
+
+    def fit(model: keras.Model, part: list) -> None:
+        for batch in part:
+            model.train_on_batch({"x": batch.x, "lengths": batch.lengths}, batch.y)
+
+    def weights(model: keras.Model) -> list[np.ndarray]:
+        """h's kernel and bias (the fused layer's first two weights), s's and y's kernels."""
+        h = model.get_layer("pool" if "pool" in {layer.name for layer in model.layers} else "h")
+        return [np.asarray(v) for v in h.weights[:2]] + [
+            np.asarray(model.get_layer(name).kernel) for name in ("s", "y")
+        ]
+
+    for chunked in (False, True):
+        straight, source, target = _compiled(pooling, chunked), _compiled(pooling, chunked), None
+        fit(straight, batches)
+        fit(source, batches[:2])
+        target = _compiled(pooling, not chunked)
+        transfer_training_state(source, target)
+        assert int(target.optimizer.iterations) == 2
+        probe = {"x": batches[0].x, "lengths": batches[0].lengths}
+        np.testing.assert_allclose(target(probe), source(probe), rtol=1e-5, atol=1e-6)
+        fit(target, batches[2:])
+        for ours, theirs in zip(weights(target), weights(straight), strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(target(probe), straight(probe), rtol=1e-4, atol=1e-6)
+    other = "mean" if pooling == "attention" else "attention"
+    for chunked in (False, True):
+        with pytest.raises(ValueError, match="cannot carry"):
+            transfer_training_state(_compiled(pooling, chunked), _compiled(other, not chunked))
+
+
+def test_a_run_checkpointed_unfused_goes_on_fused_and_the_record_says_so(tmp_path, monkeypatch):
+    """An interrupted run resumed where another implementation is the default (a GPU's
+    checkpoint on a CPU) goes on in that one from the checkpoint, on the straight run's
+    trajectory; ``earlier_implementations`` names what trained its first epochs."""
+    config = ffattention.RunConfig(
+        "table1", "addition", 2000, "attention", 3e-3, max_epochs=2, steps_per_epoch=2,
+        batch_size=4, test_size=8,
+    )  # fmt: skip
+    original = training.EpochCheckpoint.on_epoch_end
+
+    def crash_after_first_epoch(self, epoch, logs=None):
+        original(self, epoch, logs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", "0")
+    with monkeypatch.context() as patch:
+        patch.setattr(training.EpochCheckpoint, "on_epoch_end", crash_after_first_epoch)
+        with pytest.raises(KeyboardInterrupt):
+            ffattention.run(config, tmp_path / "moved", verbose=0)
+    straight = ffattention.run(config, tmp_path / "straight", verbose=0)
+    monkeypatch.setenv("THESIS_REPRO_FF_CHUNK_SIZE", "64")
+    moved = ffattention.run(config, tmp_path / "moved", verbose=0)
+    assert moved["implementation"] == "chunked 64" and straight["implementation"] == "layers"
+    assert moved["earlier_implementations"] == [{"implementation": "layers", "epochs": 1}]
+    assert moved["epochs"][0] == straight["epochs"][0]
+    assert moved["epochs"][1]["test_loss"] == pytest.approx(
+        straight["epochs"][1]["test_loss"], rel=1e-4
+    )
 
 
 def test_padded_width_is_raffels_float_ceil_and_holds_every_length():

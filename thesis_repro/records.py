@@ -85,9 +85,10 @@ class Record(_RecordRequired, total=False):
     ``config`` is the experiment's ``RunConfig`` as a dict; ``epochs`` one entry per finished
     epoch (``epoch``, 1-based, plus the experiment's scores); ``summary`` the experiment's
     ``summarize`` of them, filled when the run finishes. The rest is experiment-specific:
-    ``corpus`` and ``jit_compile`` (lm, Kneser-Ney), ``implementation`` (ffattention),
-    ``pretrain`` (addition), ``eval_seconds`` (scoring after training), ``partial`` (a
-    mid-epoch checkpoint's position, ``training.MidEpochCheckpoint``).
+    ``corpus`` and ``jit_compile`` (lm, Kneser-Ney), ``implementation`` and
+    ``earlier_implementations`` (ffattention), ``pretrain`` (addition), ``eval_seconds``
+    (scoring after training), ``partial`` (a mid-epoch checkpoint's position,
+    ``training.MidEpochCheckpoint``).
     """
 
     ended: str
@@ -97,6 +98,7 @@ class Record(_RecordRequired, total=False):
     corpus: dict[str, Any]
     jit_compile: bool
     implementation: str
+    earlier_implementations: list[dict[str, Any]]  # ffattention: resumed in another one
     pretrain: dict[str, Any]
     eval_seconds: float
     partial: dict[str, Any]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 import keras
+import numpy as np
 
 from thesis_repro.ffattention.config import POOLINGS
 from thesis_repro.layers import (
@@ -85,3 +86,70 @@ def _unfused_pooling(x, lengths, hidden: int, pooling: Pooling, init) -> keras.K
             h, lengths=lengths
         )
     return MeanPooling(name="mean")(h, lengths=lengths)
+
+
+# The fused layer's weights under the names of the Dense "h" + pooling layer they equal.
+_FUSED_AS_LAYERS = {
+    "pool/kernel": "h/kernel",
+    "pool/bias": "h/bias",
+    "pool/attention_kernel": "attention/kernel",
+    "pool/attention_bias": "attention/bias",
+}
+
+
+def _weight_key(path: str) -> str:
+    return _FUSED_AS_LAYERS.get(path, path)
+
+
+def _slot_key(path: str) -> str:
+    """An optimizer variable (``adam/pool_kernel_momentum``, ``adam/iteration``) named as in
+    the unfused network, without the optimizer's own name."""
+    name = path.split("/", 1)[-1]
+    for fused, layers in _FUSED_AS_LAYERS.items():
+        prefix = fused.replace("/", "_") + "_"
+        if name.startswith(prefix):
+            return layers.replace("/", "_") + "_" + name[len(prefix) :]
+    return name
+
+
+def _unused_by_mean(name: str, other: dict) -> bool:
+    """``name`` is the fused mean pooling's attention weight (or its slot), which the other
+    network, with no attention weights at all, has no use for."""
+    return name.startswith("attention") and not any(n.startswith("attention") for n in other)
+
+
+def transfer_training_state(source: keras.Model, target: keras.Model) -> None:
+    """Copy the weights and the optimizer state (Adam's moments, its update count) of a compiled
+    :func:`raffel_model` into ``target``, the same network (section 2.1) built with the other
+    implementation of h and the pooling (fused ``pool`` layer, or Dense ``h`` + pooling layer) or
+    another chunk size: a run checkpointed on one device goes on in the implementation that is
+    fastest on another, on the same trajectory.
+
+    Raises ValueError where the two are not the same network: a weight of one without a
+    counterpart of the same size in the other. Only the fused mean pooling's attention weights
+    (empty, and a bias it never uses) may lack one.
+    """
+    target.optimizer.build(target.trainable_variables)
+    assignments = []
+    for into, out_of, key in (
+        (target.weights, source.weights, _weight_key),
+        (target.optimizer.variables, source.optimizer.variables, _slot_key),
+    ):
+        ours = {key(v.path): v for v in into}
+        theirs = {key(v.path): v for v in out_of}
+        for name in ours.keys() ^ theirs.keys():
+            if not _unused_by_mean(name, theirs if name in ours else ours):
+                raise ValueError(
+                    f"cannot carry {source.name}'s training state into {target.name}: "
+                    f"{name} is in only one of them."
+                )
+        for name in ours.keys() & theirs.keys():
+            value = keras.ops.convert_to_numpy(theirs[name].value)
+            if value.size != int(np.prod(ours[name].shape)):
+                raise ValueError(
+                    f"cannot carry {source.name}'s training state into {target.name}: "
+                    f"{name} has shape {value.shape} there and {tuple(ours[name].shape)} here."
+                )
+            assignments.append((ours[name], value.reshape(ours[name].shape)))
+    for variable, value in assignments:  # all checked first: no half-carried state
+        variable.assign(value)

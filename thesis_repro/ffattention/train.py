@@ -20,7 +20,7 @@ from thesis_repro.ffattention.config import (
     rivals,
     summarize,
 )
-from thesis_repro.ffattention.model import raffel_model
+from thesis_repro.ffattention.model import raffel_model, transfer_training_state
 from thesis_repro.layers import ChunkedFeedForwardPooling
 from thesis_repro.records import CorruptRecord, RunRecord, compute_device, load_record
 from thesis_repro.settings import (
@@ -187,7 +187,7 @@ def run(
     record.data["hardware"].update(distribution_summary(), dtype_policy=config.dtype_policy)
     set_seed(config.seed)
     model, done = resume(record, lambda: compiled_model(config))
-    record.data["implementation"] = implementation(model)
+    model = _in_own_implementation(model, done, config, record, verbose)
     if verbose:
         where = f"resuming after epoch {done}" if done else "starting"
         print(f"[run] {config.name}: {where} -> {record.path}", flush=True)
@@ -258,6 +258,37 @@ def compiled_model(config: RunConfig) -> keras.Model:
         loss="sparse_categorical_crossentropy" if classification else "mse",
         jit_compile=True,
     )
+    return model
+
+
+def _in_own_implementation(
+    model: keras.Model, done: int, config: RunConfig, record: RunRecord, verbose: int
+) -> keras.Model:
+    """``model``, or where it was checkpointed with another implementation than this device's
+    (a GPU's unfused layers, a CPU's fused chunks: :func:`compiled_model`) the same network in
+    this device's, its weights and Adam state carried over (``transfer_training_state``). The
+    record says what trained (``implementation``) and what trained its first epochs before
+    (``earlier_implementations``: implementation and epochs, as ``earlier_machines``)."""
+    earlier = [
+        {**entry, "epochs": min(entry["epochs"], done)}
+        for entry in record.data.pop("earlier_implementations", [])
+        if min(entry["epochs"], done) > 0
+    ]
+    if done:
+        own = compiled_model(config)
+        before = implementation(model)
+        if implementation(own) != before:
+            transfer_training_state(model, own)
+            if verbose:
+                print(f"[run] {config.name}: goes on in {implementation(own)} (was {before})")
+            if earlier and earlier[-1]["implementation"] == before:
+                earlier[-1]["epochs"] = done
+            else:
+                earlier.append({"implementation": before, "epochs": done})
+            model = own
+    if earlier:
+        record.data["earlier_implementations"] = earlier
+    record.data["implementation"] = implementation(model)
     return model
 
 
