@@ -487,10 +487,16 @@ def test_chunk_size_setting_picks_the_implementation_and_the_record_says_which(
         ff_chunk_size()
 
 
-def _compiled(pooling: str, chunked: bool) -> keras.Model:
-    model = raffel_model(hidden=6, pooling=pooling, seed=1, chunked=chunked, chunk_size=8)
+def _compiled(pooling: str, chunked: bool, policy: str = "float32") -> keras.Model:
+    with training.dtype_policy(policy):
+        model = raffel_model(hidden=6, pooling=pooling, seed=1, chunked=chunked, chunk_size=8)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="mse")
     return model
+
+
+def _fit(model: keras.Model, batches: list) -> None:
+    for batch in batches:
+        model.train_on_batch({"x": batch.x, "lengths": batch.lengths}, batch.y)
 
 
 @pytest.mark.parametrize("pooling", ["attention", "mean"])
@@ -499,10 +505,6 @@ def test_training_state_carries_between_the_fused_and_the_unfused_network(rng, p
     predictions, and the same weights after further Adam updates (moments and update count
     carried), in both directions; a network of the other pooling is refused."""
     batches = [tasks.raffel_addition(rng, 8, 30) for _ in range(4)]
-
-    def fit(model: keras.Model, part: list) -> None:
-        for batch in part:
-            model.train_on_batch({"x": batch.x, "lengths": batch.lengths}, batch.y)
 
     def weights(model: keras.Model) -> list[np.ndarray]:
         """h's kernel and bias (the fused layer's first two weights), s's and y's kernels."""
@@ -513,14 +515,14 @@ def test_training_state_carries_between_the_fused_and_the_unfused_network(rng, p
 
     for chunked in (False, True):
         straight, source, target = _compiled(pooling, chunked), _compiled(pooling, chunked), None
-        fit(straight, batches)
-        fit(source, batches[:2])
+        _fit(straight, batches)
+        _fit(source, batches[:2])
         target = _compiled(pooling, not chunked)
         transfer_training_state(source, target)
         assert int(target.optimizer.iterations) == 2
         probe = {"x": batches[0].x, "lengths": batches[0].lengths}
         np.testing.assert_allclose(target(probe), source(probe), rtol=1e-5, atol=1e-6)
-        fit(target, batches[2:])
+        _fit(target, batches[2:])
         for ours, theirs in zip(weights(target), weights(straight), strict=True):
             np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(target(probe), straight(probe), rtol=1e-4, atol=1e-6)
@@ -528,6 +530,27 @@ def test_training_state_carries_between_the_fused_and_the_unfused_network(rng, p
     for chunked in (False, True):
         with pytest.raises(ValueError, match="cannot carry"):
             transfer_training_state(_compiled(pooling, chunked), _compiled(other, not chunked))
+
+
+@pytest.mark.parametrize("pooling", ["attention", "mean"])
+def test_training_state_carries_under_mixed_float16(rng, pooling):
+    """Under mixed_float16 the optimizer is Keras's loss-scale wrapper around Adam (its
+    variables named by the scope they were built in): its loss scale and Adam's state carry."""
+    batches = [tasks.raffel_addition(rng, 8, 30) for _ in range(4)]
+    straight, source = (
+        _compiled(pooling, False, "mixed_float16"),
+        _compiled(pooling, False, "mixed_float16"),
+    )
+    _fit(straight, batches)
+    _fit(source, batches[:2])
+    target = _compiled(pooling, True, "mixed_float16")
+    transfer_training_state(source, target)
+    scale = [v for v in target.optimizer.variables if v.path.endswith("dynamic_scale")]
+    assert len(scale) == 1 and float(scale[0]) == float(source.optimizer.dynamic_scale)
+    _fit(target, batches[2:])
+    for name in ("s", "y"):  # float32 weights, float16 arithmetic
+        ours, theirs = target.get_layer(name).kernel, straight.get_layer(name).kernel
+        np.testing.assert_allclose(np.asarray(ours), np.asarray(theirs), atol=1e-5)
 
 
 def test_a_run_checkpointed_unfused_goes_on_fused_and_the_record_says_so(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import keras
@@ -102,20 +103,26 @@ def _weight_key(path: str) -> str:
 
 
 def _slot_key(path: str) -> str:
-    """An optimizer variable (``adam/pool_kernel_momentum``, ``adam/iteration``) named as in
-    the unfused network, without the optimizer's own name."""
-    name = path.split("/", 1)[-1]
+    """An optimizer variable (``adam_1/pool_kernel_momentum``, ``adam/iteration``) named as in
+    the unfused network, by the optimizer that holds it without the number Keras appends to
+    make names unique or the scope it was built in (``loss_scale_optimizer/adam/…`` when built
+    in a train step): ``loss_scale_optimizer/…`` and its inner ``adam/…`` stay apart under
+    mixed_float16."""
+    scope, _, name = path.rpartition("/")
+    owner = scope.rpartition("/")[2]
     for fused, layers in _FUSED_AS_LAYERS.items():
         prefix = fused.replace("/", "_") + "_"
         if name.startswith(prefix):
-            return layers.replace("/", "_") + "_" + name[len(prefix) :]
-    return name
+            name = layers.replace("/", "_") + "_" + name[len(prefix) :]
+            break
+    return f"{re.sub(r'_[0-9]+$', '', owner)}/{name}"
 
 
 def _unused_by_mean(name: str, other: dict) -> bool:
     """``name`` is the fused mean pooling's attention weight (or its slot), which the other
     network, with no attention weights at all, has no use for."""
-    return name.startswith("attention") and not any(n.startswith("attention") for n in other)
+    attention = re.compile(r"(^|/)attention[/_]")
+    return bool(attention.search(name)) and not any(attention.search(n) for n in other)
 
 
 def transfer_training_state(source: keras.Model, target: keras.Model) -> None:
