@@ -514,7 +514,7 @@ def test_training_state_carries_between_the_fused_and_the_unfused_network(rng, p
         ]
 
     for chunked in (False, True):
-        straight, source, target = _compiled(pooling, chunked), _compiled(pooling, chunked), None
+        straight, source = _compiled(pooling, chunked), _compiled(pooling, chunked)
         _fit(straight, batches)
         _fit(source, batches[:2])
         target = _compiled(pooling, not chunked)

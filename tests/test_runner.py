@@ -320,6 +320,7 @@ def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch)
     for epoch in range(4):
         first.log_epoch(epoch, {"loss": 1.0}, 10.0)
     first.data["started"] = "2026-11-25 09:00:00"
+    first.data["earlier_implementations"] = [{"implementation": "layers", "epochs": 3}]
     first.save()
     release(path)
     elsewhere = {"backend": "jax", "device": "NVIDIA H100", "dtype_policy": "float32"}
@@ -344,12 +345,14 @@ def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch)
     assert record.data["started"] == "2026-11-25 09:00:00"
     assert [m["epochs"] for m in record.data["earlier_machines"]] == [2]
     assert record.data["earlier_machines"][0]["hardware"]["device"] == "cpu"
+    assert record.data["earlier_implementations"] == [{"implementation": "layers", "epochs": 2}]
 
     record, done = resumed([])  # no checkpoint here: it starts over on this machine alone
     assert done == 0 and record.data["epochs"] == []
     assert record.data["wall_seconds"] == 0.0
     assert record.data["started"] != "2026-11-25 09:00:00"
     assert "earlier_machines" not in record.data
+    assert "earlier_implementations" not in record.data
     assert [m["device"] for m in records.machines_of(record.data)] == ["NVIDIA H100"]
 
 

@@ -306,9 +306,10 @@ class RunRecord:
     def keep_epochs(self, done: int) -> None:
         """Keep the first ``done`` logged epochs, those a resumed run goes on from
         (``training.resume``), and forget the rest: their share of ``wall_seconds`` (pro rata),
-        and the machines that ran only dropped epochs. ``done`` = 0: the run starts over, so
-        ``started``, ``wall_seconds`` and ``earlier_machines`` start over too (a record resumed
-        on a machine without its checkpoint ran on that machine alone)."""
+        and the machines (``earlier_machines``) and implementations (``earlier_implementations``,
+        ffattention) that ran only dropped epochs. ``done`` = 0: the run starts over, so
+        ``started``, ``wall_seconds`` and those lists start over too (a record resumed on a
+        machine without its checkpoint ran on that machine alone)."""
         logged = self.completed_epochs()
         if done >= logged:
             return
@@ -318,13 +319,14 @@ class RunRecord:
             self.data["wall_seconds"] = 0.0
         else:
             self.data["wall_seconds"] = float(self.data.get("wall_seconds", 0.0)) * done / logged
-        earlier = [
-            {**machine, "epochs": min(machine["epochs"], done)}
-            for machine in self.data.pop("earlier_machines", [])
-            if min(machine["epochs"], done) > 0
-        ]
-        if earlier:
-            self.data["earlier_machines"] = earlier
+        for key in ("earlier_machines", "earlier_implementations"):
+            earlier = [
+                {**entry, "epochs": min(entry["epochs"], done)}
+                for entry in self.data.pop(key, [])
+                if min(entry["epochs"], done) > 0
+            ]
+            if earlier:
+                self.data[key] = earlier
 
     def log_epoch(self, epoch: int, values: dict[str, Any], seconds: float) -> None:
         """Store epoch ``epoch`` (0-based; re-logging an epoch replaces it and drops later ones)."""

@@ -118,11 +118,14 @@ def _slot_key(path: str) -> str:
     return f"{re.sub(r'_[0-9]+$', '', owner)}/{name}"
 
 
+_ATTENTION_WEIGHT = re.compile(r"(^|/)attention[/_]")  # "attention/kernel", "adam/attention_…"
+
+
 def _unused_by_mean(name: str, other: dict) -> bool:
     """``name`` is the fused mean pooling's attention weight (or its slot), which the other
     network, with no attention weights at all, has no use for."""
-    attention = re.compile(r"(^|/)attention[/_]")
-    return bool(attention.search(name)) and not any(attention.search(n) for n in other)
+    found = _ATTENTION_WEIGHT.search
+    return bool(found(name)) and not any(found(n) for n in other)
 
 
 def transfer_training_state(source: keras.Model, target: keras.Model) -> None:

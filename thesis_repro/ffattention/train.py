@@ -268,12 +268,9 @@ def _in_own_implementation(
     (a GPU's unfused layers, a CPU's fused chunks: :func:`compiled_model`) the same network in
     this device's, its weights and Adam state carried over (``transfer_training_state``). The
     record says what trained (``implementation``) and what trained its first epochs before
-    (``earlier_implementations``: implementation and epochs, as ``earlier_machines``)."""
-    earlier = [
-        {**entry, "epochs": min(entry["epochs"], done)}
-        for entry in record.data.pop("earlier_implementations", [])
-        if min(entry["epochs"], done) > 0
-    ]
+    (``earlier_implementations``: implementation and epochs, as ``earlier_machines``; both
+    already clipped to ``done`` by ``RunRecord.keep_epochs``)."""
+    earlier = record.data.pop("earlier_implementations", [])
     if done:
         own = compiled_model(config)
         before = implementation(model)
