@@ -73,6 +73,8 @@ FF_BAD = [
     (["grid", "--preset", "huge"], "--preset"),
     (["run", "--experiment", "variable", "--unmasked"], "--unmasked"),
     (["grid", "--preset", "paper", "--t0s", "2000"], "--t0s"),
+    (["grid", "--preset", "paper", "--lrs", "0.002"], "--lrs: preset paper runs"),
+    (["grid", "--preset", "paper", "--lrs", "0"], "--lrs"),
     (["grid", "--only", "variable", "--unmasked"], "no run"),
     (["grid", "--only", "temporal_order", "--tasks", "addition"], "no run"),
 ]

@@ -648,13 +648,13 @@ def test_unmasked_runs_are_their_own_grid_records_and_table(tmp_path):
 
 
 def test_grid_filters_pick_cells_of_the_preset():
-    """``grid --tasks/--t0s/--poolings``: the preset's runs of those cells only (any filter
-    leaves the temporal-order demo out; ``--t0s`` the variable-length runs too)."""
+    """``grid --tasks/--t0s/--poolings/--lrs``: the preset's runs of those cells only (any
+    filter leaves the temporal-order demo out; ``--t0s`` the variable-length runs too)."""
     from thesis_repro.ffattention import cli
 
     def chosen(*argv: str) -> list[ffattention.RunConfig]:
         args = cli.build_parser().parse_args(["grid", "--preset", "paper", *argv])
-        every = ffattention.runs("paper", mask_padding=not args.unmasked)
+        every = ffattention.runs("paper", seeds=args.seeds, mask_padding=not args.unmasked)
         return [c for c in every if cli._chosen(c, args)]
 
     cells = chosen(
@@ -666,6 +666,12 @@ def test_grid_filters_pick_cells_of_the_preset():
     }
     assert {c.t0 for c in cells} == {500, 1000}
     assert {c.experiment for c in chosen("--poolings", "mean")} == {"table1", "variable"}
+    one_rate = chosen("--t0s", "10000", "--lrs", "0.003", "--seeds", "1")
+    assert len(one_rate) == 2 * 2  # tasks x poolings
+    assert {(c.t0, c.learning_rate, c.seed) for c in one_rate} == {(10000, 3e-3, 1)}
+    both = chosen("--only", "variable", "--lrs", "3e-4", "1e-2")
+    assert {c.learning_rate for c in both} == {3e-4, 1e-2}
+    assert len(both) == 2 * 2 * 2 * 3  # tasks x poolings x rates x seeds
     assert len(chosen()) == len(ffattention.runs("paper"))
 
 

@@ -141,6 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=POOLINGS,
         help="Table 1 and variable length: only these poolings (default: both)",
     )
+    grid.add_argument(
+        "--lrs",
+        type=positive_float,
+        nargs="+",
+        metavar="LR",
+        help="Table 1 and variable length: only these of the preset's Adam learning rates "
+        "(default: all of them; a cell with some rates left reads 'k of n learning rates "
+        "run' in the report)",
+    )
     _add_unmasked_option(grid, "the Table 1 and temporal-order runs (no variable length)")
     grid.add_argument("--no-report", action="store_true", help="skip rendering afterwards")
     add_jobs_option(grid)
@@ -195,8 +204,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"--t0s: preset {args.preset} runs T0 = "
                 f"{', '.join(map(str, PRESETS[args.preset].t0s))} only"
             )
+        offered = {c.learning_rate for c in every if c.experiment != "temporal_order"}
+        if args.lrs and set(args.lrs) - offered:
+            parser.error(
+                f"--lrs: preset {args.preset} runs learning rates "
+                f"{', '.join(f'{lr:g}' for lr in sorted(offered))} only"
+            )
         if not configs:
-            parser.error("no run of the preset is left after --only/--tasks/--t0s/--poolings")
+            parser.error("no run of the preset is left after --only/--tasks/--t0s/--poolings/--lrs")
         status = grid_command(
             EXPERIMENT,
             args,
@@ -213,15 +228,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _chosen(config: RunConfig, args: argparse.Namespace) -> bool:
-    """Whether ``grid``'s filters (``--only``, ``--tasks``, ``--t0s``, ``--poolings``) keep
-    ``config``; any of the last three leaves the temporal-order demo out, ``--t0s`` also the
-    variable-length runs."""
+    """Whether ``grid``'s filters (``--only``, ``--tasks``, ``--t0s``, ``--poolings``,
+    ``--lrs``) keep ``config``; any of the last four leaves the temporal-order demo out,
+    ``--t0s`` also the variable-length runs."""
     if args.only and config.experiment not in args.only:
         return False
     if config.experiment == "temporal_order":
-        return not args.t0s and not args.tasks and not args.poolings
+        return not (args.t0s or args.tasks or args.poolings or args.lrs)
     if args.tasks and config.task not in args.tasks:
         return False
     if args.poolings and config.pooling not in args.poolings:
+        return False
+    if args.lrs and config.learning_rate not in args.lrs:
         return False
     return not args.t0s or (config.experiment == "table1" and config.t0 in args.t0s)
