@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -423,6 +424,11 @@ def test_figure_takes_one_preset(tmp_path):
         ffattention.render_figure([*records, _mixed(records[0])], tmp_path / "h")
     with pytest.raises(ValueError, match="padding"):
         ffattention.render_figure([*records, _unmasked(records[0])], tmp_path / "i")
+    other = _cell_record("paper", 1e-3, 0, [1.0])
+    other["config"].update(task="multiplication", t0=5000)
+    with warnings.catch_warnings():  # the empty panels (no run of that cell) draw no legend
+        warnings.simplefilter("error")
+        assert ffattention.render_figure([*records, other], tmp_path / "j.pdf") is not None
 
 
 def _unmasked(record: dict) -> dict:

@@ -383,7 +383,10 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
                 ax.set_ylabel("test accuracy (%)")
             if row == len(task_names) - 1:
                 ax.set_xlabel("epoch (1000 updates)")
-            ax.legend(fontsize=6, loc="lower right")
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=6, loc="lower right")
+            else:  # a cell of the table no run has finished yet
+                ax.text(0.5, 0.5, "no finished run", ha="center", transform=ax.transAxes)
     fig.suptitle(
         f"Feed-forward attention vs unweighted mean, {_title(table1[0]['config'], False)} "
         "(dotted: paper's epochs to 100%)",
