@@ -369,6 +369,43 @@ def test_a_partial_cell_says_what_it_lacks():
     assert "**2** [2–2] (lr 0.0003; 2 of 2 seeds; seeds 0, 2 only) / 2" in text
 
 
+def test_the_table_says_where_the_papers_one_run_falls_among_our_seeds():
+    """Issue 15 (the paper reports one run, we the spread): per finished cell where the paper
+    gives epochs, its run lies within our seeds' spread, or every seed is slower (a seed never
+    at 100% is slower) or faster; partial cells and the paper's accuracy-only cells are not
+    counted, and a one-seed table has no such line."""
+    rates = ffattention.PRESETS["paper"].learning_rates[1000]
+
+    def cell(curves: dict[int, list[float]], **where) -> list[dict]:
+        records = [_cell_record("paper", lr, s, curves[s]) for lr in rates for s in curves]
+        for record in records:
+            record["config"].update(where)
+        return records
+
+    def line(records: list[dict]) -> str:
+        text = ffattention.render_table(records)
+        return next(x for x in text.splitlines() if x.startswith("Against the paper"))
+
+    # Addition with attention at T0 = 1000: the paper 1 epoch; ours 1, 2 and never.
+    within = cell({0: [1.0], 1: [0.5, 1.0], 2: [0.5, 0.6]})
+    assert line(within).endswith("lies within the spread of our seeds in 1 (T0 = 1000: 1 of 1).")
+    slower = cell({0: [0.5, 1.0], 1: [0.5, 1.0], 2: [0.5]})
+    faster = cell({0: [1.0], 1: [1.0], 2: [1.0]}, pooling="mean")  # the paper: 2 epochs
+    accuracy_only = cell(
+        {0: [1.0], 1: [1.0], 2: [1.0]}, task="multiplication", pooling="mean", t0=5000
+    )  # the paper: 89.8% after 100 epochs
+    partial = cell({0: [1.0], 1: [1.0], 2: [1.0]}, task="multiplication")[1:]
+    assert line([*slower, *faster, *accuracy_only, *partial]) == (
+        "Against the paper's one run: in 2 finished cells where it gives epochs to 100%, it "
+        "lies within the spread of our seeds in 0 (T0 = 1000: 0 of 2); all our seeds are "
+        "slower in 1 (addition, attention at T0 = 1000) and faster in 1 (addition, mean at "
+        "T0 = 1000)."
+    )
+    assert line(partial).endswith("no cell where it gives epochs to 100% is finished yet.")
+    one_seed = ffattention.render_table(cell({0: [1.0]}))
+    assert "Against the paper" not in one_seed
+
+
 def test_a_run_stops_once_a_rival_learning_rate_got_to_100_percent_first(tmp_path, monkeypatch):
     """Pruning (``grid`` without ``--no-prune``): a Table 1 run of a preset stops after ``b``
     epochs when another learning rate of its cell and seed got to 100% in ``b``; its summary

@@ -235,6 +235,8 @@ def _render_preset(title: str, records: list[Record]) -> str:
             "or `seeds 0, 1 only` (some of the table's seeds), `k of n learning rates run` (a "
             "rate still to run could lower the cell's epochs; `grid` resumes there).",
         ]
+    if several:
+        lines += ["", against_paper(table1, seeds, t0s)]
     variable = [r for r in records if r["config"]["experiment"] == "variable"]
     if variable:
         lines += _variable_lines(variable, seeds)
@@ -256,6 +258,62 @@ def _render_preset(title: str, records: list[Record]) -> str:
         lines += ["", f"Left out, no epoch finished yet: {names}."]
     lines += ["", produced_by(everything)]
     return "\n".join(lines) + "\n"
+
+
+def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) -> str:
+    """Where the paper's one run per cell falls among our seeds (issue 15: the paper reports one
+    run, we report the spread), counted over the finished cells (every seed and learning rate
+    run: :func:`coverage_notes`) where the paper gives epochs to 100%: within our seeds' spread
+    (some seed as fast or faster, some as slow or slower), or every seed slower, or faster
+    (a seed that never got to 100% is slower)."""
+    within: dict[int, int] = {}
+    counted: dict[int, int] = {}
+    beyond: dict[str, dict[tuple[str, str], list[int]]] = {"slower": {}, "faster": {}}
+    for (task, pooling), paper in PAPER_TABLE1.items():
+        for t0 in t0s:
+            cell = _cell(table1, task, pooling, t0)
+            paper_epochs = paper.get(t0)
+            if (
+                not cell
+                or not isinstance(paper_epochs, int)
+                or coverage_notes(cell, table_seeds)
+                or not all(r.get("finished") for r in cell)
+            ):
+                continue
+            epochs = [_epochs_to_100(r) for r in best_over_learning_rates(cell)]
+            counted[t0] = counted.get(t0, 0) + 1
+            side = (
+                "slower"
+                if min(epochs) > paper_epochs
+                else "faster"
+                if max(epochs) < paper_epochs
+                else None
+            )
+            if side is None:
+                within[t0] = within.get(t0, 0) + 1
+            else:
+                beyond[side].setdefault((task, pooling), []).append(t0)
+    if not counted:
+        return "Against the paper's one run: no cell where it gives epochs to 100% is finished yet."
+    per_t0 = "; ".join(
+        f"T0 = {t0}: {within.get(t0, 0)} of {n}" for t0, n in sorted(counted.items())
+    )
+    sides = [
+        f"{side} in {sum(map(len, cells.values()))} ("
+        + "; ".join(
+            f"{task}, {pooling} at T0 = {', '.join(map(str, t0_list))}"
+            for (task, pooling), t0_list in cells.items()
+        )
+        + ")"
+        for side, cells in beyond.items()
+        if cells
+    ]
+    return (
+        f"Against the paper's one run: in {sum(counted.values())} finished cells where it "
+        f"gives epochs to 100%, it lies within the spread of our seeds in "
+        f"{sum(within.values())} ({per_t0})"
+        + (f"; all our seeds are {' and '.join(sides)}." if sides else ".")
+    )
 
 
 def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
