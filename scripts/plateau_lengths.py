@@ -10,7 +10,7 @@ unmasked, seed), takes the run the table reports (``ffattention.report.best_over
 fewest epochs to 100%; among tied rates the table's choice) and prints the epoch its test
 accuracy first reached ``--threshold``, the epoch it reached 100%, and the epochs between (the
 plateau), then the median plateau per T0. A cell-seed whose reported run never got to 100%
-prints ``-``.
+prints ``-``. The report renders the medians (``ffattention.report``, "epochs from 95% to 100%").
 """
 
 from __future__ import annotations
@@ -20,42 +20,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
-from thesis_repro.ffattention.config import summarize
-from thesis_repro.ffattention.report import best_over_learning_rates
+from thesis_repro.ffattention.report import PLATEAU_FROM, plateau
 from thesis_repro.records import Record, load_records
 
 RECORDS = Path("results/ffattention/table1")
-
-
-class Plateau(NamedTuple):
-    """One cell-seed's fastest run: its learning rate, the epoch (1-based) its test accuracy
-    first reached the threshold and the epoch it reached 100%."""
-
-    learning_rate: float
-    first_above: int
-    solved: int
-
-    @property
-    def epochs(self) -> int:
-        return self.solved - self.first_above
-
-
-def first_epoch(accuracies: Iterable[float], at_least: float) -> int | None:
-    """1-based index of the first accuracy >= ``at_least``; None if there is none."""
-    return next((i for i, a in enumerate(accuracies, 1) if a >= at_least), None)
-
-
-def plateau(runs: list[Record], threshold: float) -> Plateau | None:
-    """The plateau of the run Table 1 reports for one cell-seed (``runs``: its learning
-    rates), or None when that run did not get to 100%."""
-    (best,) = best_over_learning_rates(runs)
-    solved = summarize(best["epochs"])["epochs_to_100"]
-    if solved is None:
-        return None
-    above = first_epoch((e["test_accuracy"] for e in best["epochs"]), threshold)
-    return Plateau(best["config"]["learning_rate"], above, solved)
 
 
 def cells(
@@ -107,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", choices=("addition", "multiplication"), default="addition")
     parser.add_argument("--pooling", choices=("attention", "mean"), default="attention")
-    parser.add_argument("--threshold", type=float, default=0.95)
+    parser.add_argument("--threshold", type=float, default=PLATEAU_FROM)
     parser.add_argument("--records", type=Path, default=RECORDS)
     args = parser.parse_args()
     grouped = cells(load_records(args.records), args.task, args.pooling)

@@ -13,7 +13,7 @@ import pytest
 import reference as ref
 from thesis_repro import ffattention, tasks, training
 from thesis_repro.ffattention.model import raffel_model, transfer_training_state
-from thesis_repro.ffattention.report import best_over_learning_rates
+from thesis_repro.ffattention.report import Plateau, best_over_learning_rates, first_epoch, plateau
 from thesis_repro.records import RunRecord, load_records
 from thesis_repro.runner import run_grid
 
@@ -731,9 +731,10 @@ def load_script(name: str):
 
 
 def test_plateau_lengths_takes_the_run_the_table_reports_and_counts_its_plateau():
-    """``scripts/plateau_lengths.py`` on hand-made records: the run is the one Table 1 reports
-    for the cell-seed (``best_over_learning_rates``, ties included), a cell-seed whose run never
-    got to 100% has none, and the plateau is the epochs from the threshold to 100%."""
+    """The plateau (``ffattention.report.plateau``, and ``scripts/plateau_lengths.py`` per
+    seed) on hand-made records: the run is the one Table 1 reports for the cell-seed
+    (``best_over_learning_rates``, ties included), a cell-seed whose run never got to 100% has
+    none, and the plateau is the epochs from the threshold to 100%."""
     script = load_script("plateau_lengths")
 
     def run(lr: float, accuracies: list[float], seed: int = 0, t0: int = 500, masked=True):
@@ -746,14 +747,14 @@ def test_plateau_lengths_takes_the_run_the_table_reports_and_counts_its_plateau(
     fast = run(3e-3, [0.5, 0.7, 0.96, 1.0])  # 100% at 4, above 95% from 3
     tied = run(1e-2, [0.5, 0.7, 0.9, 0.96, 1.0])  # 100% at 5 like slow, above 95% from 4
     never = run(3e-4, [0.99, 0.999, 0.98])  # pruned or capped short of 100%
-    assert script.plateau([slow, fast, never], 0.95) == script.Plateau(3e-3, 3, 4)
+    assert plateau([slow, fast, never], 0.95) == Plateau(3e-3, 3, 4)
     for runs in ([slow, tied, never], [tied, slow, never]):
         (table_run,) = best_over_learning_rates(runs)
-        found = script.plateau(runs, 0.95)
+        found = plateau(runs, 0.95)
         assert found.learning_rate == table_run["config"]["learning_rate"]
         assert found.epochs == {1e-3: 3, 1e-2: 1}[found.learning_rate]
-    assert script.plateau([never], 0.95) is None
-    assert script.first_epoch([0.2, 0.95, 1.0], 0.95) == 2
+    assert plateau([never], 0.95) is None
+    assert first_epoch([0.2, 0.95, 1.0], 0.95) == 2
 
     other = run(1e-2, [1.0], seed=1, masked=False)
     grouped = script.cells(
@@ -767,6 +768,35 @@ def test_plateau_lengths_takes_the_run_the_table_reports_and_counts_its_plateau(
     assert "| masked | 500 | 0 | 0.001 | 2 | 5 | 3 |" in lines
     assert "| unmasked | 500 | 1 | 0.01 | 1 | 1 | 0 |" in lines
     assert "| masked | 500 | 1 | 3 [3-3] |" in lines
+
+
+def test_the_report_renders_the_plateau_per_task_padding_and_t0():
+    """The report's plateau table (a statement about seeds: presets with several only): the
+    median [range] over the seeds whose reported run got to 100%, masked and unmasked rows,
+    and a cell that lacks seeds, learning rates or a seed at 100% says so."""
+    rates = ffattention.PRESETS["paper"].learning_rates[1000]
+
+    def cell(curves: dict[int, list[float]], **where) -> list[dict]:
+        records = [_cell_record("paper", lr, s, curves[s]) for lr in rates for s in curves]
+        for record in records:
+            record["config"].update(where)
+        return records
+
+    # Addition with attention at T0 = 1000; above 95% from epochs 1, 2, 2; 100% at 1, 5, 3.
+    masked = cell({0: [1.0], 1: [0.5, 0.96, 0.9, 0.97, 1.0], 2: [0.5, 0.95, 1.0]})
+    unmasked = cell({0: [0.96, 1.0], 1: [0.5]}, mask_padding=False)  # seed 1 never
+    partial = cell({0: [0.96, 0.97, 1.0]}, task="multiplication")[1:]  # 3 of 4 rates
+    mean = cell({0: [0.2], 1: [0.3]}, pooling="mean")  # not in the plateau table
+    text = ffattention.render_table([*masked, *unmasked, *partial, *mean])
+    title = "### Raffel & Ellis Table 1 (preset `paper`), attention: epochs from 95% to 100%"
+    plateau_part = text.split(title)[1]
+    rows = [line for line in plateau_part.splitlines() if line.startswith("| ")][1:]
+    assert rows == [
+        "| addition, masked | 1 [0–3] |",
+        "| addition, unmasked | 1 (1 of 2 seeds at 100%; seeds 0, 1 only) |",
+        "| multiplication, masked | 2 (seed 0 only; 3 of 4 learning rates run) |",
+    ]
+    assert title not in ffattention.render_table(cell({0: [1.0]})), "one seed: no table"
 
 
 def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
