@@ -788,7 +788,7 @@ def test_the_report_renders_the_plateau_per_task_padding_and_t0():
     partial = cell({0: [0.96, 0.97, 1.0]}, task="multiplication")[1:]  # 3 of 4 rates
     mean = cell({0: [0.2], 1: [0.3]}, pooling="mean")  # not in the plateau table
     text = ffattention.render_table([*masked, *unmasked, *partial, *mean])
-    title = "### Raffel & Ellis Table 1 (preset `paper`), attention: epochs from 95% to 100%"
+    title = "### Epochs from 95% to 100% test accuracy (Raffel & Ellis Table 1, attention; preset"
     plateau_part = text.split(title)[1]
     rows = [line for line in plateau_part.splitlines() if line.startswith("| ")][1:]
     assert rows == [

@@ -377,8 +377,8 @@ def _plateau_table(preset: str, runs: list[Record]) -> str:
     t0s = sorted({r["config"]["t0"] for r in runs})
     table_seeds = sorted({r["config"]["seed"] for r in runs})
     lines = [
-        f"### Raffel & Ellis Table 1 (preset `{preset}`), attention: epochs from "
-        f"{PLATEAU_FROM:.0%} to 100% test accuracy",
+        f"### Epochs from {PLATEAU_FROM:.0%} to 100% test accuracy (Raffel & Ellis Table 1, "
+        f"attention; preset `{preset}`)",
         "",
         f"The run each cell and seed reports in Table 1 (its best learning rate): the epochs "
         f"from its first epoch at {PLATEAU_FROM:.0%} or more to its epoch at 100%, median "
