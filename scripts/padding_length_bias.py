@@ -15,8 +15,10 @@ the updates, fits ``error = a + b0 dL + b dL y`` on the held-out test set by lea
 (``b`` = -1 with ``b0`` = 0.5: a fully length-blind addition readout; ``b`` = -2 with ``b0`` = 0:
 a length-blind product; 0 and 0: none of that error), and the test accuracy once the fitted
 length terms are taken out of every prediction (what knowing L would be worth). Prints a table
-and writes ``results/diagnostics/padding-length-bias-<task>.json`` with the command; about 1-2
-minutes per task at T0 = 500 on 2 CPU cores.
+and writes ``results/diagnostics/padding-length-bias-<task>-T<T0>-lr<lr>-seed<seed>.json`` with
+the command; about 1-2 minutes per task at T0 = 500 on 2 CPU cores. The model, its initial
+weights and its batches are those of the grid's run of the same task, T0, learning rate and
+seed (``train.run``), so at every 1000 updates its test accuracy is that run's after an epoch.
 """
 
 from __future__ import annotations
@@ -61,6 +63,14 @@ def length_terms(
     covariance = residual @ residual / dof * np.linalg.inv(design.T @ design)
     terms = design[:, 1:] @ coef[1:]
     return float(coef[1]), float(coef[2]), float(np.sqrt(covariance[2, 2])), terms
+
+
+def out_name(config: RunConfig) -> str:
+    """``padding-length-bias-<task>-T<T0>-lr<lr>-seed<seed>.json``: a probe per setting."""
+    return (
+        f"padding-length-bias-{config.task}-T{config.t0}-lr{config.learning_rate:g}"
+        f"-seed{config.seed}.json"
+    )
 
 
 def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
@@ -128,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "masked": train_and_probe(masked, args.updates),
         "unmasked": train_and_probe(replace(masked, mask_padding=False), args.updates),
     }
-    out = OUT_DIR / f"padding-length-bias-{args.task}.json"
+    out = OUT_DIR / out_name(masked)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out, results)
     print(f"wrote {out}")
