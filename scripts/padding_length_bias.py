@@ -74,29 +74,25 @@ def out_name(config: RunConfig) -> str:
 
 
 def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
-    """Train ``config``'s model for ``updates`` steps; the slope and accuracy at each check."""
+    """Train ``config``'s model for ``updates`` steps; the slope and accuracy at each check.
+
+    One ``fit`` over batches 0 .. ``updates`` - 1, probed from a callback every ``updates //
+    CHECKS`` (as the grid's run evaluates at each epoch end): separate ``fit`` calls would each
+    start the dataset over at batch 0."""
     set_seed(config.seed)
     model = compiled_model(config)  # the network and optimizer train.run uses
     (test,) = test_set(config)
     lengths = true_lengths(test.x)
     per_check = updates // CHECKS
-    batches = FreshBatches(train_batch_fn(config), config.seed, steps=updates)
-    rows = []
-    for check in range(1, CHECKS + 1):
-        model.fit(
-            batches,
-            steps_per_epoch=per_check,
-            epochs=check,
-            initial_epoch=check - 1,
-            shuffle=False,
-            verbose=0,
-        )
+    rows: list[dict] = []
+
+    def probe(check: int, _logs: dict | None = None) -> None:
         prediction = np.asarray(model.predict(test.inputs, batch_size=100, verbose=0)).ravel()
         error = prediction - test.y
         offset, slope, stderr, length_terms_fitted = length_terms(error, test.y, lengths)
         rows.append(
             {
-                "updates": check * per_check,
+                "updates": (check + 1) * per_check,
                 "test_accuracy": tasks.accuracy(prediction, test.y),
                 "slope": slope,  # b, of dL y
                 "slope_stderr": stderr,
@@ -108,12 +104,22 @@ def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
             }
         )
         print(
-            f"{'masked' if config.mask_padding else 'unmasked':>8}  {check * per_check:>6}  "
+            f"{'masked' if config.mask_padding else 'unmasked':>8}  {rows[-1]['updates']:>6}  "
             f"{100 * rows[-1]['test_accuracy']:6.1f}%  b = {slope:+.3f} +- {stderr:.3f}, "
             f"b0 = {offset:+.3f}  "
             f"{100 * rows[-1]['accuracy_without_length_term']:6.1f}%",
             flush=True,
         )
+
+    batches = FreshBatches(train_batch_fn(config), config.seed, steps=CHECKS * per_check)
+    model.fit(
+        batches,
+        steps_per_epoch=per_check,
+        epochs=CHECKS,
+        shuffle=False,  # batch k is batch k
+        callbacks=[keras.callbacks.LambdaCallback(on_epoch_end=probe)],
+        verbose=0,
+    )
     return rows
 
 

@@ -823,6 +823,26 @@ def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
         assert abs(b) < 4 * stderr
 
 
+def test_padding_length_bias_probe_trains_on_every_batch_once_as_the_grid_run(monkeypatch):
+    """The probe trains as ``train.run`` does: batches 0 .. updates - 1 in one ``fit``, each
+    once, probed every ``updates // CHECKS`` (separate ``fit`` calls would each start the
+    dataset over at batch 0, as an earlier version of the probe did)."""
+    probe = load_script("padding_length_bias")
+    seen: list[int] = []
+
+    class Recording(training.FreshBatches):
+        def batch(self, index: int) -> tuple:
+            seen.append(self.start_step + index)
+            return super().batch(index)
+
+    monkeypatch.setattr(probe, "FreshBatches", Recording)
+    config = ffattention.RunConfig("table1", "addition", 50, "attention", 3e-3, test_size=20)
+    rows = probe.train_and_probe(config, 2 * probe.CHECKS)
+    assert [r["updates"] for r in rows] == [2 * (c + 1) for c in range(probe.CHECKS)]
+    assert sorted(set(seen)) == list(range(2 * probe.CHECKS))
+    assert seen[-(2 * probe.CHECKS - 2) :] == list(range(2, 2 * probe.CHECKS)), "in order"
+
+
 def test_temporal_order_bounds_file_is_what_the_script_computes():
     """``results/diagnostics/temporal-order-bounds.json`` matches ``scripts/
     temporal_order_bounds.py`` on the committed records, and its bounds match the class
