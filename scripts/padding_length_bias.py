@@ -28,6 +28,7 @@ import platform
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import keras
 import numpy as np
@@ -49,20 +50,29 @@ def true_lengths(x: np.ndarray) -> np.ndarray:
     return last + 1
 
 
-def length_terms(
-    error: np.ndarray, y: np.ndarray, lengths: np.ndarray
-) -> tuple[float, float, float, np.ndarray]:
-    """Least-squares ``b0``, ``b`` (and the standard error of ``b``) of
-    ``error = a + b0 dL + b dL y``, ``dL = (L - mean L) / mean L``, and the fitted length terms
-    ``b0 dL + b dL y`` of every sequence."""
+class LengthFit(NamedTuple):
+    """``error = a + b0 dL + b dL y`` by least squares: ``b0`` (``offset``), ``b``
+    (``slope``), their standard errors, and every sequence's fitted length terms
+    ``b0 dL + b dL y``."""
+
+    offset: float
+    slope: float
+    offset_stderr: float
+    slope_stderr: float
+    terms: np.ndarray
+
+
+def length_terms(error: np.ndarray, y: np.ndarray, lengths: np.ndarray) -> LengthFit:
+    """The least-squares :class:`LengthFit` of ``error``, ``dL = (L - mean L) / mean L``."""
     relative = (lengths - lengths.mean()) / lengths.mean()
     design = np.stack([np.ones_like(relative), relative, relative * y], axis=1)
     coef, *_ = np.linalg.lstsq(design, error, rcond=None)
     residual = error - design @ coef
     dof = max(len(error) - design.shape[1], 1)
     covariance = residual @ residual / dof * np.linalg.inv(design.T @ design)
+    stderr = np.sqrt(np.diag(covariance))
     terms = design[:, 1:] @ coef[1:]
-    return float(coef[1]), float(coef[2]), float(np.sqrt(covariance[2, 2])), terms
+    return LengthFit(float(coef[1]), float(coef[2]), float(stderr[1]), float(stderr[2]), terms)
 
 
 def out_name(config: RunConfig) -> str:
@@ -89,24 +99,23 @@ def train_and_probe(config: RunConfig, updates: int) -> list[dict]:
     def probe(check: int, _logs: dict | None = None) -> None:
         prediction = np.asarray(model.predict(test.inputs, batch_size=100, verbose=0)).ravel()
         error = prediction - test.y
-        offset, slope, stderr, length_terms_fitted = length_terms(error, test.y, lengths)
+        fit = length_terms(error, test.y, lengths)
         rows.append(
             {
                 "updates": (check + 1) * per_check,
                 "test_accuracy": tasks.accuracy(prediction, test.y),
-                "slope": slope,  # b, of dL y
-                "slope_stderr": stderr,
-                "offset_slope": offset,  # b0, of dL
+                "slope": fit.slope,  # b, of dL y
+                "slope_stderr": fit.slope_stderr,
+                "offset_slope": fit.offset,  # b0, of dL
+                "offset_slope_stderr": fit.offset_stderr,
                 # the accuracy with the fitted length terms taken out of every prediction
-                "accuracy_without_length_term": tasks.accuracy(
-                    prediction - length_terms_fitted, test.y
-                ),
+                "accuracy_without_length_term": tasks.accuracy(prediction - fit.terms, test.y),
             }
         )
         print(
             f"{'masked' if config.mask_padding else 'unmasked':>8}  {rows[-1]['updates']:>6}  "
-            f"{100 * rows[-1]['test_accuracy']:6.1f}%  b = {slope:+.3f} +- {stderr:.3f}, "
-            f"b0 = {offset:+.3f}  "
+            f"{100 * rows[-1]['test_accuracy']:6.1f}%  b = {fit.slope:+.3f} +- "
+            f"{fit.slope_stderr:.3f}, b0 = {fit.offset:+.3f} +- {fit.offset_stderr:.3f}  "
             f"{100 * rows[-1]['accuracy_without_length_term']:6.1f}%",
             flush=True,
         )
