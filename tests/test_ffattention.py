@@ -227,6 +227,16 @@ def _cell_record(preset: str, lr: float, seed: int, accuracies: list[float]) -> 
     }
 
 
+def _paper_cell(curves: dict[int, list[float]], **where) -> list[dict]:
+    """A `paper` cell with every learning rate run (addition, attention, T0 = 1000 unless
+    ``where`` says otherwise): seed -> test accuracy per epoch, the same for every rate."""
+    rates = ffattention.PRESETS["paper"].learning_rates[1000]
+    records = [_cell_record("paper", lr, s, curves[s]) for lr in rates for s in curves]
+    for record in records:
+        record["config"].update(where)
+    return records
+
+
 def test_paper_preset_has_three_seeds_for_every_long_cell_and_variable_run():
     """Issue 15: at least 3 seeds of every T0 >= 1000 cell and variable-length run; names keep
     a `paper` run apart from the `cpu` run of the same cell; the costly cells come seed by seed;
@@ -374,27 +384,20 @@ def test_the_table_says_where_the_papers_one_run_falls_among_our_seeds():
     gives epochs, its run lies within our seeds' spread, or every seed is slower (a seed never
     at 100% is slower) or faster; partial cells and the paper's accuracy-only cells are not
     counted, and a one-seed table has no such line."""
-    rates = ffattention.PRESETS["paper"].learning_rates[1000]
-
-    def cell(curves: dict[int, list[float]], **where) -> list[dict]:
-        records = [_cell_record("paper", lr, s, curves[s]) for lr in rates for s in curves]
-        for record in records:
-            record["config"].update(where)
-        return records
 
     def line(records: list[dict]) -> str:
         text = ffattention.render_table(records)
         return next(x for x in text.splitlines() if x.startswith("Against the paper"))
 
     # Addition with attention at T0 = 1000: the paper 1 epoch; ours 1, 2 and never.
-    within = cell({0: [1.0], 1: [0.5, 1.0], 2: [0.5, 0.6]})
+    within = _paper_cell({0: [1.0], 1: [0.5, 1.0], 2: [0.5, 0.6]})
     assert line(within).endswith("lies within the spread of our seeds in 1 (T0 = 1000: 1 of 1).")
-    slower = cell({0: [0.5, 1.0], 1: [0.5, 1.0], 2: [0.5]})
-    faster = cell({0: [1.0], 1: [1.0], 2: [1.0]}, pooling="mean")  # the paper: 2 epochs
-    accuracy_only = cell(
+    slower = _paper_cell({0: [0.5, 1.0], 1: [0.5, 1.0], 2: [0.5]})
+    faster = _paper_cell({0: [1.0], 1: [1.0], 2: [1.0]}, pooling="mean")  # the paper: 2 epochs
+    accuracy_only = _paper_cell(
         {0: [1.0], 1: [1.0], 2: [1.0]}, task="multiplication", pooling="mean", t0=5000
     )  # the paper: 89.8% after 100 epochs
-    partial = cell({0: [1.0], 1: [1.0], 2: [1.0]}, task="multiplication")[1:]
+    partial = _paper_cell({0: [1.0], 1: [1.0], 2: [1.0]}, task="multiplication")[1:]
     assert line([*slower, *faster, *accuracy_only, *partial]) == (
         "Against the paper's one run: in 2 finished cells where it gives epochs to 100%, it "
         "lies within the spread of our seeds in 0 (T0 = 1000: 0 of 2); all our seeds are "
@@ -402,7 +405,7 @@ def test_the_table_says_where_the_papers_one_run_falls_among_our_seeds():
         "T0 = 1000)."
     )
     assert line(partial).endswith("no cell where it gives epochs to 100% is finished yet.")
-    one_seed = ffattention.render_table(cell({0: [1.0]}))
+    one_seed = ffattention.render_table(_paper_cell({0: [1.0]}))
     assert "Against the paper" not in one_seed
 
 
@@ -774,19 +777,12 @@ def test_the_report_renders_the_plateau_per_task_padding_and_t0():
     """The report's plateau table (a statement about seeds: presets with several only): the
     median [range] over the seeds whose reported run got to 100%, masked and unmasked rows,
     and a cell that lacks seeds, learning rates or a seed at 100% says so."""
-    rates = ffattention.PRESETS["paper"].learning_rates[1000]
-
-    def cell(curves: dict[int, list[float]], **where) -> list[dict]:
-        records = [_cell_record("paper", lr, s, curves[s]) for lr in rates for s in curves]
-        for record in records:
-            record["config"].update(where)
-        return records
 
     # Addition with attention at T0 = 1000; above 95% from epochs 1, 2, 2; 100% at 1, 5, 3.
-    masked = cell({0: [1.0], 1: [0.5, 0.96, 0.9, 0.97, 1.0], 2: [0.5, 0.95, 1.0]})
-    unmasked = cell({0: [0.96, 1.0], 1: [0.5]}, mask_padding=False)  # seed 1 never
-    partial = cell({0: [0.96, 0.97, 1.0]}, task="multiplication")[1:]  # 3 of 4 rates
-    mean = cell({0: [0.2], 1: [0.3]}, pooling="mean")  # not in the plateau table
+    masked = _paper_cell({0: [1.0], 1: [0.5, 0.96, 0.9, 0.97, 1.0], 2: [0.5, 0.95, 1.0]})
+    unmasked = _paper_cell({0: [0.96, 1.0], 1: [0.5]}, mask_padding=False)  # seed 1 never
+    partial = _paper_cell({0: [0.96, 0.97, 1.0]}, task="multiplication")[1:]  # 3 of 4 rates
+    mean = _paper_cell({0: [0.2], 1: [0.3]}, pooling="mean")  # not in the plateau table
     text = ffattention.render_table([*masked, *unmasked, *partial, *mean])
     title = "### Epochs from 95% to 100% test accuracy (Raffel & Ellis Table 1, attention; preset"
     plateau_part = text.split(title)[1]
@@ -796,7 +792,7 @@ def test_the_report_renders_the_plateau_per_task_padding_and_t0():
         "| addition, unmasked | 1 (1 of 2 seeds at 100%; seeds 0, 1 only) |",
         "| multiplication, masked | 2 (seed 0 only; 3 of 4 learning rates run) |",
     ]
-    assert title not in ffattention.render_table(cell({0: [1.0]})), "one seed: no table"
+    assert title not in ffattention.render_table(_paper_cell({0: [1.0]})), "one seed: no table"
 
 
 def test_padding_length_bias_probe_recovers_a_length_blind_readout(rng):
