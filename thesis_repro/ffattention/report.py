@@ -391,19 +391,12 @@ def _plateau_table(preset: str, runs: list[Record]) -> str:
     ]
     for task in TABLE1_TASKS:
         for masked in (True, False):
-            row = [
-                r
-                for r in runs
-                if (r["config"]["task"], r["config"]["mask_padding"]) == (task, masked)
-            ]
-            if not row:
-                continue
-            cells = []
-            for t0 in t0s:
-                cell = [r for r in row if r["config"]["t0"] == t0]
-                cells.append(_plateau_cell(cell, table_seeds))
-            padding = "masked" if masked else "unmasked"
-            lines.append(f"| {task}, {padding} | " + " | ".join(cells) + " |")
+            padded = [r for r in runs if r["config"]["mask_padding"] == masked]
+            cells = [_cell(padded, task, "attention", t0) for t0 in t0s]
+            if any(cells):
+                padding = "masked" if masked else "unmasked"
+                texts = [_plateau_cell(cell, table_seeds) for cell in cells]
+                lines.append(f"| {task}, {padding} | " + " | ".join(texts) + " |")
     return "\n".join(lines) + "\n"
 
 
