@@ -285,7 +285,7 @@ def language_model_cells() -> list[nbformat.NotebookNode]:
             - **Corpus (§3.2.1):** the thesis used 7 M words of Polish Wikipedia; ELTeC-pol stands
               in for it here, and PTB is an extra comparison. Corpora are read from
               `$THESIS_REPRO_DATA/<name>` or `--corpus PATH` (`python -m thesis_repro reproduce
-              --data DIR`), never copied into the repository.
+              --preset cpu --data DIR`), never copied into the repository.
             - **Training (§3.2.2):** SGD on minibatches of 1000, weight decay 1e-5, learning rate
               `ε0 / (1 + d·i)`; Table 3.1 without momentum, Table 3.2 with momentum 0.85.
             - **Results (§3.2.3):** test perplexity of the 5-gram, 10-gram, 5-gram + 2 and

@@ -15,8 +15,10 @@ defined in each experiment's ``config.py``; the experiments are listed in
 2. ``thesis_repro.addition`` -- thesis 3.1, LSTM vs attention-gated LSTM;
 3. ``thesis_repro.lm`` -- thesis Tables 3.1 and 3.2, the PTB comparison, then the future-work
    tables of thesis 4.2 (prefix-length generalisation on eltec-pol and PTB, position-aware
-   attention), which reuse the runs of Table 3.1 and of the PTB table; last the attention
-   examples of thesis 3.2.4 (``python -m thesis_repro.lm examples``) from the finished runs.
+   attention), which reuse the runs of Table 3.1 and of the PTB table, and the gap study
+   (``--table gap``: why the thesis's gaps are larger); last the Kneser-Ney rows and the
+   attention examples of thesis 3.2.4 (``python -m thesis_repro.lm examples``) from the
+   finished runs.
 
 Runs whose records are finished are skipped and interrupted ones resume, so the command can be
 repeated until everything is done. ``smoke`` trains the language models on the built-in
