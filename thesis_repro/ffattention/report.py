@@ -79,7 +79,7 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...] = ()) -> str:
     if not seeds:
         return "–"
     lr = _rates(seeds)
-    status = "" if all(r.get("finished") for r in seeds) else ", running"
+    status = "" if all(r.get("finished") for r in seeds) else ", unfinished"
     tail = "".join(f"; {note}" for note in notes)
     summaries = [_summary(r) for r in seeds]
     epochs = sorted(_epochs_to_100(r) for r in seeds)
@@ -225,7 +225,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
         for t0 in t0s:
             cell = _cell(table1, task, pooling, t0)
             notes = coverage_notes(cell, seeds)
-            partial = partial or bool(notes)
+            partial = partial or bool(notes) or not all(r.get("finished") for r in cell)
             ours = _cell_text(best_over_learning_rates(cell), notes)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
@@ -234,7 +234,9 @@ def _render_preset(title: str, records: list[Record]) -> str:
             "",
             "Partial cells (the grid has not finished them) say what they lack: `seed 0 only` "
             "or `seeds 0, 1 only` (some of the table's seeds), `k of n learning rates run` (a "
-            "rate still to run could lower the cell's epochs; `grid` resumes there).",
+            "rate still to run could lower the cell's epochs; `grid` resumes there), "
+            "`unfinished` (a run stopped before its cap; `grid` resumes it from its checkpoint, "
+            "which `scripts/park.py` commits with the record).",
         ]
     if several:
         lines += ["", against_paper(table1, seeds, t0s)]
@@ -410,7 +412,7 @@ def _plateau_cell(cell: list[Record], table_seeds: list[int]) -> str:
     if len(epochs) < len(seeds):
         notes.insert(0, f"{len(epochs)} of {len(seeds)} seeds at 100%")
     if not all(r.get("finished") for r in cell):
-        notes.append("running")
+        notes.append("unfinished")
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not epochs:
         return f"–{tail}"

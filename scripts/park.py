@@ -1,0 +1,91 @@
+"""Stage every unfinished run that can resume, its record and its checkpoints, for a commit.
+
+A session ends abruptly, and the next may start on a fresh machine with only what was committed:
+checkpoints are git-ignored, so an unfinished run's checkpoint is lost and the run starts over
+(issue 15: four multiplication runs at T0 = 5000 lost 76-79 epochs that way). Run this before a
+session ends (it may run while the grid trains on), then commit; the next session's ``grid``
+resumes each parked run from its newest committed checkpoint (``training.resume``)::
+
+    python scripts/park.py            # results/; or: python scripts/park.py RESULTS
+    git commit -m "Park the unfinished runs"
+
+A Raffel & Ellis checkpoint is ~0.2 MB; checkpoints over ``--max-mib`` (an LM `paper` one: 25-60
+MB) are not staged, and their runs resume only on the machine that holds them. Checkpoints
+committed by an earlier park that are gone from the tree (the run went on, or finished and
+deleted them) are staged as deleted. A record whose run is writing it while it is staged is
+staged again until the record and its checkpoints agree (a checkpoint is saved before the
+record logs it, so a staged record never names a checkpoint that was not staged with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from thesis_repro.training import CHECKPOINT_NAME, checkpoint_record_path, unfinished_checkpoints
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout
+
+
+def checkpoints_of(record_path: Path) -> list[Path]:
+    """Every checkpoint file of the run of ``record_path`` (epochs and mid-epoch)."""
+    folder = record_path.parent / "checkpoints"
+    return sorted(
+        p
+        for p in folder.glob(f"{record_path.stem}-*.keras")
+        if (m := CHECKPOINT_NAME.fullmatch(p.name)) and m["stem"] == record_path.stem
+    )
+
+
+def stage_run(record_path: Path, attempts: int = 30, wait: float = 2.0) -> list[Path]:
+    """``git add -f`` the record and its checkpoints, again until no write came in between
+    (the record unchanged, no checkpoint newer than it); the files staged."""
+    for _ in range(attempts):
+        before = record_path.read_bytes()
+        files = [record_path, *checkpoints_of(record_path)]
+        _git("add", "-f", "--", *map(str, files))
+        stamp = record_path.stat().st_mtime
+        current = record_path.read_bytes() == before
+        if current and all(p.stat().st_mtime <= stamp for p in files[1:] if p.exists()):
+            return files
+        time.sleep(wait)
+    raise SystemExit(f"{record_path}: its run keeps writing it; stop the run and park again")
+
+
+def park(results: Path, max_mib: float) -> list[Path]:
+    """Stage the resumable unfinished runs under ``results`` (checkpoints up to ``max_mib``
+    each) and the deletion of committed checkpoints no longer in the tree; the files staged."""
+    staged: list[Path] = []
+    records = {checkpoint_record_path(p) for p in unfinished_checkpoints(results)}
+    for record_path in sorted(r for r in records if r is not None):
+        size = max(p.stat().st_size for p in checkpoints_of(record_path)) / 2**20
+        if size > max_mib:
+            print(f"not parked (a {size:.0f} MiB checkpoint): {record_path}", file=sys.stderr)
+            continue
+        staged += stage_run(record_path)
+    committed = _git("ls-files", "--deleted", "--", f"{results}/**/checkpoints/*.keras").split()
+    if committed:
+        _git("add", "-u", "--", *committed)
+    return staged + [Path(p) for p in committed]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
+    parser.add_argument(
+        "--max-mib", type=float, default=2.0, help="largest checkpoint to stage (default 2)"
+    )
+    args = parser.parse_args()
+    if not args.results.is_dir():
+        parser.error(f"{args.results} is not a folder")
+    for path in park(args.results, args.max_mib):
+        print(f"staged: {path}" if path.exists() else f"staged deleted: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""``scripts/park.py``: an unfinished run's record and checkpoints committed, so that a fresh
+clone resumes the run instead of starting it over (issue 15)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from thesis_repro.records import RunRecord
+from thesis_repro.run_lock import release
+from thesis_repro.training import checkpoint_path, partial_checkpoint_path, resumable_epochs
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "park.py"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def _run(folder: Path, name: str, epochs: int, finished: bool = False) -> RunRecord:
+    record = RunRecord(folder / f"{name}.json", {"run": name}).start("train")
+    for epoch in range(epochs):
+        path = checkpoint_path(record, epoch + 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"weights")  # saved before the record logs its epoch, as in training
+        record.log_epoch(epoch, {"loss": 1.0 / (epoch + 1)}, 1.0)
+    if finished:
+        record.finish(score=1.0)
+    release(record.path)
+    return record
+
+
+def test_park_commits_what_a_fresh_clone_resumes_from(tmp_path: Path):
+    """Unfinished runs: record and checkpoints staged past the ``.gitignore`` (a clone resumes
+    at the newest epoch); a finished run's checkpoint and an oversized one are not; a
+    checkpoint committed by an earlier park and since deleted (its run went on) is staged as
+    deleted."""
+    repo = tmp_path / "repo"
+    folder = repo / "results" / "grid"
+    _git(tmp_path, "init", "-q", str(repo))
+    (repo / ".gitignore").write_text("/results/**/checkpoints/\n")
+    going = _run(folder, "going", 2)
+    checkpoint_path(going, 1).unlink()  # training keeps only the newest
+    partial = partial_checkpoint_path(going)
+    partial.write_bytes(b"mid-epoch")  # saved before the record names it, as in training
+    going.data["partial"] = {"epoch": 3, "steps": 5, "metrics": []}
+    going.save()
+    done = _run(folder, "done", 3, finished=True)
+    big = _run(folder, "big", 1)
+    checkpoint_path(big, 1).write_bytes(b"x" * 3 * 2**20)
+    gone = folder / "checkpoints" / "going-epoch0.keras"
+    gone.write_bytes(b"old")
+    _git(repo, "add", "-f", str(gone.relative_to(repo)))
+    _git(repo, "commit", "-qm", "an earlier park")
+    gone.unlink()
+
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "results"], cwd=repo, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "not parked (a 3 MiB checkpoint): results/grid/big.json" in result.stderr
+    staged = set(_git(repo, "diff", "--cached", "--name-only").split())
+    assert staged == {
+        "results/grid/going.json",
+        "results/grid/checkpoints/going-epoch2.keras",
+        "results/grid/checkpoints/going-partial.keras",
+        "results/grid/checkpoints/going-epoch0.keras",
+    }
+    assert "staged deleted: results/grid/checkpoints/going-epoch0.keras" in result.stdout
+    assert checkpoint_path(done, 3).exists()  # left alone, not staged
+
+    _git(repo, "commit", "-qm", "park")
+    clone = tmp_path / "clone"
+    _git(tmp_path, "clone", "-q", str(repo), str(clone))
+    assert resumable_epochs(clone / "results/grid/going.json", 2) == 2
+    assert not (clone / "results/grid/big.json").exists()
+
+
+def test_park_refuses_a_folder_that_is_not_there(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "nowhere"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "nowhere is not a folder" in result.stderr
