@@ -24,7 +24,9 @@
 #       stages the finished ones for a commit; unfinished ones stay untracked, so they travel
 #       with the next call, and their checkpoints go to .gpu/checkpoints.tar, which the next
 #       slice unpacks first: a Raffel & Ellis run resumes there even on a fresh machine (an LM
-#       run only on a warm one, which kept its checkpoint; on a fresh one it starts over)
+#       run only on a warm one, which kept its checkpoint; on a fresh one it starts over).
+#       .gpu/ does not outlive this machine: before the session ends, `python scripts/park.py`
+#       and a commit keep the unfinished runs and their checkpoints for the next session
 #
 # Size a slice for its LM runs to finish in it. A lease of 15 minutes (2026-11-26, H200): the
 # machine started in ~40 s, then three calls back to back (409 + 303 + 78 s), each unpacked
