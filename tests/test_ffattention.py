@@ -347,6 +347,8 @@ def test_variable_length_runs_every_learning_rate_and_reports_each_seeds_best():
     )
     partial = row([r for r in every if r["config"]["seed"] == 0][1:])
     assert "(3 of 4 learning rates run)" in partial
+    stopped = [{**r, "finished": False} if r is every[0] else r for r in every]
+    assert "| 3 (unfinished) |" in row(stopped)
 
 
 def test_a_partial_cell_says_what_it_lacks():
@@ -370,6 +372,10 @@ def test_a_partial_cell_says_what_it_lacks():
     unsolved["summary"] = ffattention.summarize(unsolved["epochs"])
     text = ffattention.render_table([*complete, unsolved])
     assert "50.0% best of 1 (seed 0 only; 1 of 4 learning rates run) / 2" in text
+    # A run stopped before its cap (a parked or interrupted record) says so.
+    text = ffattention.render_table([*complete, {**unsolved, "finished": False}])
+    assert "50.0% best of 1, unfinished (seed 0 only; 1 of 4 learning rates run) / 2" in text
+    assert "`unfinished` (a run stopped before its cap" in text
     seeds_0_2 = [
         {**lone, "config": {**lone["config"], "seed": s, "learning_rate": lr}}
         for s in (0, 2)

@@ -425,8 +425,9 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
     """The variable-length runs: per (task, pooling) and seed the best learning rate, chosen as
     in Table 1 (:func:`best_over_learning_rates`), and its test accuracy after the last epoch
     and at its best epoch (Raffel's published script keeps the best of its tests, one per 1000
-    updates); over several seeds the median [range]. ``table_seeds``: the seeds of the whole
-    table, for :func:`coverage_notes`."""
+    updates); over several seeds the median [range], ``unfinished`` where a run of the row
+    stopped before its cap. ``table_seeds``: the seeds of the whole table, for
+    :func:`coverage_notes`."""
     lines = [
         "",
         "### Variable length (50..10000): test accuracy",
@@ -450,6 +451,8 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         last = _median_range([100 * s["final_test_accuracy"] for s in summaries])
         best = _median_range([100 * s["best_test_accuracy"] for s in summaries])
         notes = coverage_notes(group, table_seeds)
+        if not all(r.get("finished") for r in group):
+            notes += ("unfinished",)
         seeds = f"{len(chosen)}" + (f" ({'; '.join(notes)})" if notes else "")
         paper = PAPER_VARIABLE.get((task, pooling))
         rates = _rates(chosen).removeprefix("lr ")
