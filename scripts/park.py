@@ -12,9 +12,10 @@ resumes each parked run from its newest committed checkpoint (``training.resume`
 A Raffel & Ellis checkpoint is ~0.2 MB; checkpoints over ``--max-mib`` (an LM `paper` one: 25-60
 MB) are not staged, and their runs resume only on the machine that holds them. Checkpoints
 committed by an earlier park that are gone from the tree (the run went on, or finished and
-deleted them) are staged as deleted. A record whose run is writing it while it is staged is
-staged again until the record and its checkpoints agree (a checkpoint is saved before the
-record logs it, so a staged record never names a checkpoint that was not staged with it).
+deleted them), or whose run has finished or failed since (here, or on a device whose record
+came back), are removed and staged as deleted. A record whose run is writing it while it is
+staged is staged again until the record and its checkpoints agree (a checkpoint is saved before
+the record logs it, so a staged record never names a checkpoint that was not staged with it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from thesis_repro.records import CorruptRecord, load_record, settled
 from thesis_repro.training import CHECKPOINT_NAME, checkpoint_record_path, unfinished_checkpoints
 
 
@@ -68,10 +70,27 @@ def park(results: Path, max_mib: float) -> list[Path]:
             print(f"not parked (a {size:.0f} MiB checkpoint): {record_path}", file=sys.stderr)
             continue
         staged += stage_run(record_path)
-    committed = _git("ls-files", "--deleted", "--", f"{results}/**/checkpoints/*.keras").split()
-    if committed:
-        _git("add", "-u", "--", *committed)
-    return staged + [Path(p) for p in committed]
+    pattern = f"{results}/**/checkpoints/*.keras"
+    gone = _git("ls-files", "--deleted", "--", pattern).split()
+    if gone:
+        _git("add", "-u", "--", *gone)
+    settled_elsewhere = [  # parked, then finished here or on a device: no longer needed
+        p
+        for p in _git("ls-files", "--", pattern).split()
+        if p not in gone and _settled_or_missing(checkpoint_record_path(Path(p)))
+    ]
+    if settled_elsewhere:
+        _git("rm", "-q", "-f", "--", *settled_elsewhere)
+    return staged + [Path(p) for p in gone + settled_elsewhere]
+
+
+def _settled_or_missing(record_path: Path | None) -> bool:
+    if record_path is None or not record_path.exists():
+        return True
+    try:
+        return settled(load_record(record_path))
+    except CorruptRecord:
+        return False
 
 
 def main() -> None:

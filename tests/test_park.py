@@ -39,8 +39,8 @@ def _run(folder: Path, name: str, epochs: int, finished: bool = False) -> RunRec
 
 def test_park_commits_what_a_fresh_clone_resumes_from(tmp_path: Path):
     """Unfinished runs: record and checkpoints staged past the ``.gitignore`` (a clone resumes
-    at the newest epoch); a finished run's checkpoint and an oversized one are not; a
-    checkpoint committed by an earlier park and since deleted (its run went on) is staged as
+    at the newest epoch); an oversized checkpoint is not; checkpoints committed by an earlier
+    park and since deleted (the run went on) or whose run has finished since are staged as
     deleted."""
     repo = tmp_path / "repo"
     folder = repo / "results" / "grid"
@@ -58,6 +58,7 @@ def test_park_commits_what_a_fresh_clone_resumes_from(tmp_path: Path):
     gone = folder / "checkpoints" / "going-epoch0.keras"
     gone.write_bytes(b"old")
     _git(repo, "add", "-f", str(gone.relative_to(repo)))
+    _git(repo, "add", "-f", str(checkpoint_path(done, 3).relative_to(repo)))  # parked unfinished
     _git(repo, "commit", "-qm", "an earlier park")
     gone.unlink()
 
@@ -66,15 +67,16 @@ def test_park_commits_what_a_fresh_clone_resumes_from(tmp_path: Path):
     )
     assert result.returncode == 0, result.stderr
     assert "not parked (a 3 MiB checkpoint): results/grid/big.json" in result.stderr
-    staged = set(_git(repo, "diff", "--cached", "--name-only").split())
+    staged = set(_git(repo, "diff", "--cached", "--name-only", "--no-renames").split())
     assert staged == {
         "results/grid/going.json",
         "results/grid/checkpoints/going-epoch2.keras",
         "results/grid/checkpoints/going-partial.keras",
         "results/grid/checkpoints/going-epoch0.keras",
+        "results/grid/checkpoints/done-epoch3.keras",  # its run finished since it was parked
     }
     assert "staged deleted: results/grid/checkpoints/going-epoch0.keras" in result.stdout
-    assert checkpoint_path(done, 3).exists()  # left alone, not staged
+    assert not checkpoint_path(done, 3).exists()
 
     _git(repo, "commit", "-qm", "park")
     clone = tmp_path / "clone"
