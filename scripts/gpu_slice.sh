@@ -234,7 +234,12 @@ unpack() {
                 echo "kept the copy here, but the call started its run over (no checkpoint" \
                     "there): a next call on the warm machine goes on with its own attempt," \
                     "a fresh machine starts this one over: $path" ;;
-            *) echo "unfinished (left untracked, resumes next call): $path" ;;
+            *)
+                if git ls-files --error-unmatch "$path" > /dev/null 2>&1; then
+                    echo "unfinished (tracked: parked earlier; park again to commit it): $path"
+                else
+                    echo "unfinished (left untracked, resumes next call): $path"
+                fi ;;
         esac
     done
     rm -rf "$staging"

@@ -425,7 +425,8 @@ def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_furt
     """``scripts/gpu_slice.sh unpack TAR`` in a repository: a record that came back finished is
     staged; one that came back behind the copy here leaves that copy alone, and says so louder
     where the device started the run over (another ``started``: its checkpoints are of another
-    attempt); an unfinished one is unpacked and left untracked."""
+    attempt); an unfinished one is unpacked and left untracked, or, where park.py committed an
+    earlier copy, said to be tracked."""
     import tarfile
 
     came_back = tmp_path / "device"
@@ -433,6 +434,7 @@ def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_furt
     _record_with(came_back / "results/restarted.json", 1)
     _record_with(came_back / "results/going.json", 4)
     _record_with(came_back / "results/behind.json", 2)
+    _record_with(came_back / "results/parked.json", 5)
     archive = tmp_path / "records.tar"
     with tarfile.open(archive, "w") as tar:
         tar.add(came_back / "results", arcname="results")
@@ -443,7 +445,9 @@ def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_furt
     same = json.loads((came_back / "results/behind.json").read_text())
     same["epochs"].append({"epoch": 3, "loss": 0.3})  # the same attempt, further along here
     (repo / "results").joinpath("behind.json").write_text(json.dumps(same))
+    _record_with(repo / "results/parked.json", 3)  # committed unfinished by scripts/park.py
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "add", "results/parked.json"], cwd=repo, check=True)
     script = Path(__file__).resolve().parents[1] / "scripts/gpu_slice.sh"
     result = subprocess.run(
         ["bash", str(script), "unpack", str(archive)],
@@ -457,9 +461,10 @@ def test_gpu_slice_unpack_stages_finished_records_and_keeps_copies_that_got_furt
     assert "further along than the one that came back" in said["results/behind.json"]
     assert "but the call started its run over" in said["results/restarted.json"]
     assert "unfinished (left untracked, resumes next call): results/going.json" in result.stdout
+    assert "unfinished (tracked: parked earlier; park again" in said["results/parked.json"]
     staged = subprocess.run(
         ["git", "diff", "--cached", "--name-only"], cwd=repo, capture_output=True, text=True
     ).stdout.split()
-    assert staged == ["results/done.json"]
+    assert staged == ["results/done.json", "results/parked.json"]
     kept = json.loads((repo / "results/restarted.json").read_text())
     assert len(kept["epochs"]) == 24
