@@ -71,6 +71,12 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
+def _all_finished(records: list[Record]) -> bool:
+    """Whether every run has reached its end; a table marks the others ``unfinished`` (the
+    report reads records, not processes: a parked or interrupted run reads the same)."""
+    return all(r.get("finished") for r in records)
+
+
 def _cell_text(seeds: list[Record], notes: tuple[str, ...] = ()) -> str:
     """One run: epochs to 100% (bold) or the best test accuracy of its epochs (``95.9% best
     of 10``). Several seeds: the median and range of epochs to 100% (an unsolved seed counts as
@@ -79,7 +85,7 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...] = ()) -> str:
     if not seeds:
         return "–"
     lr = _rates(seeds)
-    status = "" if all(r.get("finished") for r in seeds) else ", unfinished"
+    status = "" if _all_finished(seeds) else ", unfinished"
     tail = "".join(f"; {note}" for note in notes)
     summaries = [_summary(r) for r in seeds]
     epochs = sorted(_epochs_to_100(r) for r in seeds)
@@ -225,7 +231,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
         for t0 in t0s:
             cell = _cell(table1, task, pooling, t0)
             notes = coverage_notes(cell, seeds)
-            partial = partial or bool(notes) or not all(r.get("finished") for r in cell)
+            partial = partial or bool(notes) or not _all_finished(cell)
             ours = _cell_text(best_over_learning_rates(cell), notes)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
@@ -280,7 +286,7 @@ def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) 
                 not cell
                 or not isinstance(paper_epochs, int)
                 or coverage_notes(cell, table_seeds)
-                or not all(r.get("finished") for r in cell)
+                or not _all_finished(cell)
             ):
                 continue
             epochs = [_epochs_to_100(r) for r in best_over_learning_rates(cell)]
@@ -411,7 +417,7 @@ def _plateau_cell(cell: list[Record], table_seeds: list[int]) -> str:
     notes = list(coverage_notes(cell, table_seeds))
     if len(epochs) < len(seeds):
         notes.insert(0, f"{len(epochs)} of {len(seeds)} seeds at 100%")
-    if not all(r.get("finished") for r in cell):
+    if not _all_finished(cell):
         notes.append("unfinished")
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not epochs:
@@ -451,7 +457,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         last = _median_range([100 * s["final_test_accuracy"] for s in summaries])
         best = _median_range([100 * s["best_test_accuracy"] for s in summaries])
         notes = coverage_notes(group, table_seeds)
-        if not all(r.get("finished") for r in group):
+        if not _all_finished(group):
             notes += ("unfinished",)
         seeds = f"{len(chosen)}" + (f" ({'; '.join(notes)})" if notes else "")
         paper = PAPER_VARIABLE.get((task, pooling))
