@@ -33,11 +33,36 @@ UNDER_BOTH = {
         "tests/test_reproduce.py::test_reproduce_tiny_writes_report_figures_and_readme_blocks"
     ],
 }
+# The GPU machines of issue 15 have JAX but no TensorFlow. The subprocesses that run JAX find
+# TensorFlow missing, so an import of it outside the TensorFlow backend fails here first.
+NO_TENSORFLOW = """
+import importlib.abc
+import sys
+
+
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+sys.meta_path.insert(0, NoTensorFlow())
+"""
+
+
+def backend_env(backend: str, folder: Path, **variables: str) -> dict[str, str]:
+    """The environment of a subprocess under ``backend``; under JAX TensorFlow cannot be
+    imported there (a ``sitecustomize`` in ``folder`` put first on ``PYTHONPATH``)."""
+    env = {**os.environ, "KERAS_BACKEND": backend, **variables}
+    if backend == "jax":
+        (folder / "sitecustomize.py").write_text(NO_TENSORFLOW)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")]))
+    return env
 
 
 @pytest.mark.parametrize("group", sorted(UNDER_BOTH))
-def test_layers_and_smoke_reproduce_pass_under_the_other_backend(group):
-    env = {**os.environ, "KERAS_BACKEND": OTHER}
+def test_layers_and_smoke_reproduce_pass_under_the_other_backend(group, tmp_path):
+    env = backend_env(OTHER, tmp_path)
     # `-n 0`: one process; the workers of this session already fill the machine.
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0"]
     command += UNDER_BOTH[group]
@@ -50,6 +75,11 @@ def test_layers_and_smoke_reproduce_pass_under_the_other_backend(group):
 
 DATA_PARALLEL = """
 import json, sys
+try:
+    import tensorflow
+    sys.exit("TensorFlow can be imported here: the test would not see a stray import of it")
+except ModuleNotFoundError:
+    pass
 from pathlib import Path
 from thesis_repro import lm
 from thesis_repro.training import use_data_parallel
@@ -80,7 +110,7 @@ def test_data_parallel_runs_match_one_device(tmp_path):
     patient = f"{devices} --xla_cpu_collective_call_terminate_timeout_seconds=600"
     command = [sys.executable, "-c", DATA_PARALLEL, str(tmp_path)]
     for flags in (patient, devices):
-        env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": flags}
+        env = backend_env("jax", tmp_path, XLA_FLAGS=flags)
         done = subprocess.run(
             command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
         )
