@@ -376,6 +376,13 @@ def test_a_partial_cell_says_what_it_lacks():
     text = ffattention.render_table([*complete, {**unsolved, "finished": False}])
     assert "50.0% best of 1, unfinished (seed 0 only; 1 of 4 learning rates run) / 2" in text
     assert "`unfinished` (a run stopped before its cap" in text
+    # So does a cell whose best rate finished but another rate has not: that one could beat it.
+    other_rate = {**unsolved, "config": {**unsolved["config"], "learning_rate": rates[1]}}
+    text = ffattention.render_table([*complete, {**unsolved, "finished": False}, other_rate])
+    assert "50.0% best of 1, unfinished (seed 0 only; 2 of 4 learning rates run) / 2" in text
+    solved_late = {**complete[0], "config": {**lone["config"], "learning_rate": rates[1]}}
+    text = ffattention.render_table([*complete, {**unsolved, "finished": False}, solved_late])
+    assert "**2** (lr 0.001; seed 0 only; 2 of 4 learning rates run, unfinished) / 2" in text
     seeds_0_2 = [
         {**lone, "config": {**lone["config"], "seed": s, "learning_rate": lr}}
         for s in (0, 2)
