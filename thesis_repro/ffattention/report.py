@@ -77,19 +77,17 @@ def _all_finished(records: list[Record]) -> bool:
     return all(r.get("finished") for r in records)
 
 
-def _cell_text(
-    seeds: list[Record], notes: tuple[str, ...] = (), cell: list[Record] | None = None
-) -> str:
+def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> str:
     """One run: epochs to 100% (bold) or the best test accuracy of its epochs (``95.9% best
     of 10``). Several seeds: the median and range of epochs to 100% (an unsolved seed counts as
     never), or of the best accuracy.
-    ``notes`` (:func:`coverage_notes`) go into the parenthesis. ``unfinished`` where a run of
-    ``cell`` (all its learning rates; default ``seeds``) has not reached its end: a rate still
+    ``notes`` (:func:`coverage_notes`) go into the parenthesis. ``unfinished`` unless
+    ``finished`` (every run of the cell, all its learning rates, reached its end): a rate still
     running could beat the one shown."""
     if not seeds:
         return "–"
     lr = _rates(seeds)
-    status = "" if _all_finished(seeds if cell is None else cell) else ", unfinished"
+    status = "" if finished else ", unfinished"
     tail = "".join(f"; {note}" for note in notes)
     summaries = [_summary(r) for r in seeds]
     epochs = sorted(_epochs_to_100(r) for r in seeds)
@@ -235,8 +233,9 @@ def _render_preset(title: str, records: list[Record]) -> str:
         for t0 in t0s:
             cell = _cell(table1, task, pooling, t0)
             notes = coverage_notes(cell, seeds)
-            partial = partial or bool(notes) or not _all_finished(cell)
-            ours = _cell_text(best_over_learning_rates(cell), notes, cell)
+            finished = _all_finished(cell)
+            partial = partial or bool(notes) or not finished
+            ours = _cell_text(best_over_learning_rates(cell), notes, finished)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
     if partial:
