@@ -13,7 +13,13 @@ import pytest
 import reference as ref
 from thesis_repro import ffattention, tasks, training
 from thesis_repro.ffattention.model import raffel_model, transfer_training_state
-from thesis_repro.ffattention.report import Plateau, best_over_learning_rates, first_epoch, plateau
+from thesis_repro.ffattention.report import (
+    Plateau,
+    best_over_learning_rates,
+    cell_runs,
+    first_epoch,
+    plateau,
+)
 from thesis_repro.records import RunRecord, load_records
 from thesis_repro.runner import run_grid
 
@@ -390,6 +396,11 @@ def test_a_partial_cell_says_what_it_lacks():
     ]
     text = ffattention.render_table([*complete, *seeds_0_2])
     assert "**2** [2–2] (lr 0.0003; 2 of 2 seeds; seeds 0, 2 only) / 2" in text
+    # What the table sets against the paper: only a cell with nothing lacking.
+    assert cell_runs(complete, [0, 1, 2]).complete
+    assert not cell_runs(missing, [0, 1, 2]).complete
+    assert not cell_runs([{**r, "finished": False} for r in complete], [0, 1, 2]).complete
+    assert not cell_runs([], [0, 1, 2]).complete
 
 
 def test_the_table_says_where_the_papers_one_run_falls_among_our_seeds():

@@ -132,6 +132,29 @@ def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...
     return tuple(notes)
 
 
+class CellRuns(NamedTuple):
+    """What a table reports of one cell's runs: the best run of each seed
+    (:func:`best_over_learning_rates`), what the cell still lacks (:func:`coverage_notes`) and
+    whether every run reached its end (:func:`_all_finished`)."""
+
+    best: list[Record]
+    notes: tuple[str, ...]
+    finished: bool
+
+    @property
+    def complete(self) -> bool:
+        """Every seed and learning rate of the table run to its end: a cell to set against
+        the paper."""
+        return bool(self.best) and not self.notes and self.finished
+
+
+def cell_runs(runs: list[Record], table_seeds: list[int]) -> CellRuns:
+    """:class:`CellRuns` of one cell's ``runs`` in a table over ``table_seeds``."""
+    return CellRuns(
+        best_over_learning_rates(runs), coverage_notes(runs, table_seeds), _all_finished(runs)
+    )
+
+
 def _paper_text(value: int | float) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, float) else str(value)
 
@@ -231,11 +254,9 @@ def _render_preset(title: str, records: list[Record]) -> str:
     for (task, pooling), paper in PAPER_TABLE1.items():
         cells = []
         for t0 in t0s:
-            cell = _cell(table1, task, pooling, t0)
-            notes = coverage_notes(cell, seeds)
-            finished = _all_finished(cell)
-            partial = partial or bool(notes) or not finished
-            ours = _cell_text(best_over_learning_rates(cell), notes, finished)
+            cell = cell_runs(_cell(table1, task, pooling, t0), seeds)
+            partial = partial or bool(cell.notes) or not cell.finished
+            ours = _cell_text(*cell)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
         lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
     if partial:
@@ -283,16 +304,11 @@ def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) 
     beyond: dict[str, dict[tuple[str, str], list[int]]] = {"slower": {}, "faster": {}}
     for (task, pooling), paper in PAPER_TABLE1.items():
         for t0 in t0s:
-            cell = _cell(table1, task, pooling, t0)
+            cell = cell_runs(_cell(table1, task, pooling, t0), table_seeds)
             paper_epochs = paper.get(t0)
-            if (
-                not cell
-                or not isinstance(paper_epochs, int)
-                or coverage_notes(cell, table_seeds)
-                or not _all_finished(cell)
-            ):
+            if not cell.complete or not isinstance(paper_epochs, int):
                 continue
-            epochs = [_epochs_to_100(r) for r in best_over_learning_rates(cell)]
+            epochs = [_epochs_to_100(r) for r in cell.best]
             counted[t0] = counted.get(t0, 0) + 1
             side = (
                 "slower"
@@ -453,14 +469,13 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
     for r in records:
         groups.setdefault((r["config"]["task"], r["config"]["pooling"]), []).append(r)
     for (task, pooling), group in groups.items():
-        chosen = best_over_learning_rates(group)
+        chosen, notes, finished = cell_runs(group, table_seeds)
         summaries = [_summary(r) for r in chosen]
         epochs = sorted({s["epochs_run"] for s in summaries})
         ran = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}–{epochs[-1]}"
         last = _median_range([100 * s["final_test_accuracy"] for s in summaries])
         best = _median_range([100 * s["best_test_accuracy"] for s in summaries])
-        notes = coverage_notes(group, table_seeds)
-        if not _all_finished(group):
+        if not finished:
             notes += ("unfinished",)
         seeds = f"{len(chosen)}" + (f" ({'; '.join(notes)})" if notes else "")
         paper = PAPER_VARIABLE.get((task, pooling))
