@@ -157,9 +157,13 @@ def ffattention_cells() -> list[nbformat.NotebookNode]:
         code(
             """
             # One figure per table (preset, dtype policy and padding): a `cpu` run and a `paper`
-            # run of a cell are never mixed.
+            # run of a cell are never mixed. Then the variable-length runs of the table, every
+            # learning rate (where it has any).
             for key, group in ffattention.tables_of(records).items():
                 show(ffattention.render_figure(group, SCRATCH / f"ffattention_accuracy_{key}.png"))
+                variable = SCRATCH / f"ffattention_variable_{key}.png"
+                if any(r["config"]["experiment"] == "variable" for r in group):
+                    show(ffattention.render_variable_figure(group, variable))
             """
         ),
         md(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import warnings
 
 import keras
@@ -20,6 +21,7 @@ from thesis_repro.ffattention.report import (
     first_epoch,
     plateau,
 )
+from thesis_repro.plots import pyplot
 from thesis_repro.records import RunRecord, load_records
 from thesis_repro.runner import run_grid
 
@@ -80,6 +82,7 @@ def test_smoke_grid_writes_records_resumes_and_renders(tmp_path):
     table = ffattention.report(results, figures)
     assert "addition, attention" in table and "Temporal order" in table
     assert (figures / "ffattention_accuracy_smoke.pdf").stat().st_size > 1000
+    assert (figures / "ffattention_variable_smoke.pdf").stat().st_size > 1000
 
 
 def test_interrupted_run_resumes_from_checkpoint(tmp_path, monkeypatch):
@@ -493,6 +496,38 @@ def test_figure_takes_one_preset(tmp_path):
     with warnings.catch_warnings():  # the empty panels (no run of that cell) draw no legend
         warnings.simplefilter("error")
         assert ffattention.render_figure([*records, other], tmp_path / "j.pdf") is not None
+
+
+def test_variable_figure_draws_every_learning_rate_of_one_preset(tmp_path, monkeypatch):
+    """Raffel & Ellis 2.3: every variable-length run (not only the best rate), one panel per
+    task and pooling; none without a variable-length epoch; never two presets in one figure."""
+    plt = pyplot()
+    base = ffattention.RunConfig("variable", "addition", 50, "attention", 1e-3, preset="paper")
+
+    def record(**where) -> dict:
+        config = dataclasses.asdict(dataclasses.replace(base, **where))
+        epochs = [{"epoch": 1, "test_accuracy": 0.3, "test_loss": 0.0}]
+        return {"config": config, "epochs": epochs, "finished": True}
+
+    runs = [record(learning_rate=lr) for lr in (1e-3, 3e-3)] + [record(pooling="mean")]
+    saved = []
+    report_module = sys.modules["thesis_repro.ffattention.report"]
+    monkeypatch.setattr(report_module, "save_figure", lambda fig, path: saved.append(fig))
+    ffattention.render_variable_figure(runs, tmp_path / "v.pdf")
+    monkeypatch.undo()
+    (figure,) = saved
+    panels = [ax for ax in figure.axes if ax.get_title()]
+    assert [ax.get_title().split("\n")[0] for ax in panels] == [
+        "addition, attention",
+        "addition, mean",
+    ]
+    assert len(panels[0].get_lines()) == 2 + 1, "a line per learning rate, then the paper's"
+    assert panels[0].get_lines()[-1].get_ydata()[0] == pytest.approx(99.9)
+    plt.close(figure)
+    table1 = [_cell_record("paper", 1e-3, 0, [0.5, 1.0])]
+    assert ffattention.render_variable_figure(table1, tmp_path / "none.pdf") is None
+    with pytest.raises(ValueError, match="one preset"):
+        ffattention.render_variable_figure([*runs, record(preset="cpu")], tmp_path / "w.pdf")
 
 
 def _unmasked(record: dict) -> dict:

@@ -36,6 +36,7 @@ TABLE_HEADERS = (
 # The figures of the smoke preset (the LM's are named after corpus and preset).
 SMOKE_FIGURES = (
     "ffattention_accuracy_smoke.pdf",
+    "ffattention_variable_smoke.pdf",
     "addition_training.pdf",
     "addition_generalisation.pdf",
     "lm_fig3.4_synthetic_smoke.pdf",

@@ -54,6 +54,7 @@ from thesis_repro.ffattention.config import (
 from thesis_repro.ffattention.report import (
     render_figure,
     render_table,
+    render_variable_figure,
     report,
     table_key,
     tables_of,
@@ -88,6 +89,7 @@ __all__ = [
     "record_path",
     "render_figure",
     "render_table",
+    "render_variable_figure",
     "report",
     "run",
     "runs",

@@ -524,17 +524,23 @@ def figure_name(table: str) -> str:
     return f"{NAME}_accuracy_{table}.pdf"
 
 
+def _one_table(records: list[Record], caller: str) -> list[Record]:
+    """``records`` less the failed runs; a ValueError where they span several tables (a figure
+    never mixes presets, dtype policies or padding: :func:`table_key`)."""
+    if len({table_key(r["config"]) for r in records}) > 1:
+        raise ValueError(
+            f"{caller} takes the records of one preset, dtype policy and padding "
+            "(never mixed: table_key)"
+        )
+    return split_failed(records)[0]
+
+
 def render_figure(records: list[Record], path: Path) -> Path | None:
     """Test accuracy against epoch, attention vs mean, one panel per task and T0, every seed of
     the best learning rate; ``records`` of one preset. Failed runs are left out
     (``render_table`` names them)."""
     plt = pyplot()
-    records, _ = split_failed(records)
-    if len({table_key(r["config"]) for r in records}) > 1:
-        raise ValueError(
-            "render_figure takes the records of one preset, dtype policy and padding "
-            "(never mixed: table_key)"
-        )
+    records = _one_table(records, "render_figure")
     table1 = [r for r in records if r["config"]["experiment"] == "table1" and r.get("epochs")]
     if not table1:
         return None
@@ -586,18 +592,88 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
     return save_figure(fig, path)
 
 
+def variable_figure_name(table: str) -> str:
+    """The file name of a table's variable-length figure (``table``: :func:`table_key`)."""
+    return f"{NAME}_variable_{table}.pdf"
+
+
+def render_variable_figure(records: list[Record], path: Path) -> Path | None:
+    """The variable-length runs (Raffel & Ellis 2.3) of one preset: test accuracy against
+    epoch, one panel per task and pooling, one colour per learning rate (every rate run, not
+    only the best: how the rate decides speed and stability), a line per seed; the paper's
+    accuracy after 100 epochs dashed. None when the preset has no variable-length epoch yet."""
+    plt = pyplot()
+    records = _one_table(records, "render_variable_figure")
+    variable = [r for r in records if r["config"]["experiment"] == "variable" and r.get("epochs")]
+    if not variable:
+        return None
+    panels = sorted(
+        {(r["config"]["task"], r["config"]["pooling"]) for r in variable},
+        key=lambda tp: (TABLE1_TASKS.index(tp[0]), tp[1] != "attention", tp[1]),
+    )
+    rates = sorted({r["config"]["learning_rate"] for r in variable})
+    colors = {rate: f"C{i}" for i, rate in enumerate(rates)}
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(3.4 * len(panels), 3.3), squeeze=False, sharey=True
+    )
+    for ax, (task, pooling) in zip(axes[0], panels, strict=True):
+        runs = [
+            r for r in variable if (r["config"]["task"], r["config"]["pooling"]) == (task, pooling)
+        ]
+        for run in runs:
+            ax.plot(
+                [e["epoch"] for e in run["epochs"]],
+                [100 * e["test_accuracy"] for e in run["epochs"]],
+                "-",
+                color=colors[run["config"]["learning_rate"]],
+                lw=1.0,
+            )
+        paper = PAPER_VARIABLE.get((task, pooling))
+        if paper:
+            ax.axhline(100 * paper, color="k", ls="--", lw=0.8)
+        seeds = sorted({r["config"]["seed"] for r in runs})
+        named = "seed" if len(seeds) == 1 else "seeds"
+        unfinished = sum(not r.get("finished") for r in runs)
+        counted = f"{len(runs)} run" + ("s" if len(runs) > 1 else "")
+        ax.set_title(
+            f"{task}, {pooling}\n({named} {', '.join(map(str, seeds))}; {counted}"
+            + (f", {unfinished} unfinished)" if unfinished else ")"),
+            fontsize=9,
+        )
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(0, max(r["config"]["max_epochs"] for r in runs))
+        ax.set_ylim(0, 102)
+        ax.grid(alpha=0.3)
+        ax.set_xlabel("epoch (1000 updates)")
+    axes[0][0].set_ylabel("test accuracy (%)")
+    handles = [plt.Line2D([], [], color=colors[rate], lw=1.5) for rate in rates]
+    handles.append(plt.Line2D([], [], color="k", ls="--", lw=0.8))
+    labels = [f"lr {rate:g}" for rate in rates] + ["paper, after 100 epochs"]
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=7, frameon=False)
+    config = variable[0]["config"]
+    fig.suptitle(
+        f"Variable length ({config['t0']}..{config['max_length']}), "
+        f"{_title(config, False)}: every learning rate and seed",
+        fontsize=10,
+    )
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return save_figure(fig, path)
+
+
 def _legend(pooling: str, seeds: list[Record]) -> str:
     lr = _rates(seeds)
     return f"{pooling} ({lr})" if len(seeds) == 1 else f"{pooling} ({lr}, {len(seeds)} seeds)"
 
 
 def report(results_dir: Path = RESULTS_DIR, figures_dir: Path = FIGURES_DIR) -> str:
-    """Write ``<results>/ffattention/table.md`` and a figure per table,
-    ``figures/ffattention_accuracy_<table_key>.pdf``."""
+    """Write ``<results>/ffattention/table.md`` and figures per table,
+    ``figures/ffattention_accuracy_<table_key>.pdf`` (Table 1) and, where the table has
+    variable-length runs, ``figures/ffattention_variable_<table_key>.pdf``."""
     records = load_records(Path(results_dir) / NAME)
     table = render_table(records)
     (Path(results_dir) / NAME).mkdir(parents=True, exist_ok=True)
     (Path(results_dir) / NAME / "table.md").write_text(table)
     for key, group in tables_of(records).items():
         render_figure(group, Path(figures_dir) / figure_name(key))
+        render_variable_figure(group, Path(figures_dir) / variable_figure_name(key))
     return table
