@@ -36,7 +36,6 @@ TABLE_HEADERS = (
 # The figures of the smoke preset (the LM's are named after corpus and preset).
 SMOKE_FIGURES = (
     "ffattention_accuracy_smoke.pdf",
-    "ffattention_variable_smoke.pdf",
     "addition_training.pdf",
     "addition_generalisation.pdf",
     "lm_fig3.4_synthetic_smoke.pdf",
@@ -319,6 +318,6 @@ def test_reproduce_smoke_command_line(tmp_path_factory):
     text = (results / "REPORT.md").read_text()
     for header in TABLE_HEADERS:
         assert header in text
-    for name in SMOKE_FIGURES:
+    for name in (*SMOKE_FIGURES, "ffattention_variable_smoke.pdf"):  # the tiny one has none
         assert (figures / name).is_file(), name
     assert (ROOT / "README.md").read_text() == readme_before
