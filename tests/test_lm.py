@@ -325,6 +325,7 @@ def test_resolve_corpus(tmp_path: Path) -> None:
     assert lm.resolve_corpus(None, "ptb", str(data)).path == data / "ptb"
     assert lm.resolve_corpus(str(data / "ptb"), "ignored", str(data)).name == "ptb"
     assert lm.resolve_corpus(None, None, None).synthetic
+    assert lm.resolve_corpus(None, "synthetic", str(data)).synthetic, "the built-in one"
     with pytest.raises(lm.CorpusError, match="no corpus named 'wiki'"):
         lm.resolve_corpus(None, "wiki", str(data))
     assert lm.corpus_settings("ptb", lm.PRESETS["cpu"])["tokenizer"] == "whitespace"

@@ -18,6 +18,7 @@ from thesis_repro.lm import cli as lm_cli
 from thesis_repro.records import RunFailed, RunRecord
 from thesis_repro.run_lock import RunBusy, claim, lock_path, release
 from thesis_repro.runner import walk_grid, without_jobs
+from thesis_repro.settings import DATA_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,8 +145,10 @@ def test_records_are_0644_and_a_verbose_lm_run_prints_validation_perplexity(tmp_
     assert path.stat().st_mode & 0o777 == 0o644
 
 
-def test_the_bare_lm_command_uses_the_cpu_preset_and_says_what_it_will_do(tmp_path, capsys):
-
+def test_the_bare_lm_command_uses_the_cpu_preset_and_says_what_it_will_do(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.delenv(DATA_ENV, raising=False)  # no corpus: the synthetic one, announced
     assert lm_cli.train_parser().parse_args(["--prefix", "5"]).preset == "cpu"
     status = lm_cli.main(["--prefix", "5", "--preset", "smoke", "--results", str(tmp_path)])
     assert status == 0

@@ -59,7 +59,8 @@ def resolve_corpus(
 
     Inside the data directory ``name`` may be a folder holding ``<name>.txt[.xz|.gz|.bz2]``
     (e.g. ``eltec-pol/eltec-pol.txt.xz``) or train/valid/test files (``ptb/``), or such a file
-    directly.
+    directly. The name ``synthetic`` is the built-in corpus, with a data directory or without
+    (as :func:`record_source` reads it back).
     """
     name = name or DEFAULT_CORPUS_NAME
     if path:
@@ -70,7 +71,7 @@ def resolve_corpus(
                 "a folder with train/valid/test files"
             )
         return CorpusSource(corpus_key(path), path)
-    if not data_dir:
+    if not data_dir or name == SYNTHETIC:
         return CorpusSource(SYNTHETIC, None)
     root = Path(data_dir).expanduser()
     if not root.is_dir():
