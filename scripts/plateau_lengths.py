@@ -6,7 +6,7 @@ The README's masked-padding explanation (``scripts/padding_length_bias.py``): a 
 gets above ~95% test accuracy quickly and then spends epochs on the last few test sequences,
 because its readout does not recover the sequence length. This reads the Table 1 records of
 the ``paper`` preset (no training) and, for every cell and seed (task, T0, pooling, masked or
-unmasked, seed), takes the run the table reports (``ffattention.report.best_over_learning_rates``:
+unmasked, seed), takes the run the table reports (``ffattention.cells.best_over_learning_rates``:
 fewest epochs to 100%; among tied rates the table's choice) and prints the epoch its test
 accuracy first reached ``--threshold``, the epoch it reached 100%, and the epochs between (the
 plateau), then the median plateau per T0. A cell-seed whose reported run never got to 100%

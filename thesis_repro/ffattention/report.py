@@ -1,25 +1,37 @@
-"""Raffel & Ellis Table 1, the variable-length and temporal-order results: tables and a figure,
+"""Raffel & Ellis Table 1, the variable-length and temporal-order results: tables and figures,
 rendered from the records alone."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from thesis_repro import tasks
+from thesis_repro.ffattention.cells import (
+    PRESET_ORDER,
+    all_finished,
+    best_over_learning_rates,
+    cell_of,
+    cell_runs,
+    coverage_notes,
+    epochs_to_100,
+    rates_text,
+    summary_of,
+    table_key,
+    table_title,
+    tables_of,
+)
 from thesis_repro.ffattention.config import (
     NAME,
     PAPER_T0S,
     PAPER_TABLE1,
     PAPER_VARIABLE,
     TABLE1_TASKS,
-    preset_learning_rates,
-    summarize,
 )
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
@@ -32,49 +44,9 @@ from thesis_repro.records import (
 )
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
-PRESET_ORDER = ("smoke", "cpu", "paper")  # tables in this order; other presets after them
-
-
-def _summary(record: Record) -> dict:
-    return record["summary"] or summarize(record["epochs"])
-
-
-def _epochs_to_100(record: Record) -> float:
-    """Epochs to 100% test accuracy; infinite for a run that has not got there."""
-    return _summary(record)["epochs_to_100"] or math.inf
-
-
-def _run_key(record: Record) -> tuple:
-    """Raffel & Ellis report "the best result achieved using any learning rate" (2.2): fewest
-    epochs to 100%, else the highest test accuracy of any epoch within the cap (Raffel's
-    published scripts keep the best of their tests, one per 1000 updates)."""
-    return (_epochs_to_100(record), -(_summary(record)["best_test_accuracy"] or 0.0))
-
-
-def best_over_learning_rates(records: list[Record]) -> list[Record]:
-    """The best run (:func:`_run_key`) of each seed among ``records`` (one cell of Table 1),
-    sorted by seed: the paper's statistic, once per seed; empty for none. A run stopped because
-    a rival got to 100% first (``beaten_by``) loses to that rival."""
-    by_seed: dict[int, list[Record]] = {}
-    for record in records:
-        by_seed.setdefault(record["config"]["seed"], []).append(record)
-    return [min(by_seed[seed], key=_run_key) for seed in sorted(by_seed)]
-
-
-def _rates(seeds: list[Record]) -> str:
-    """``lr 0.001`` when every seed's best learning rate is the same, else one per seed."""
-    rates = [f"{r['config']['learning_rate']:g}" for r in seeds]
-    return f"lr {rates[0]}" if len(set(rates)) == 1 else f"lr {'/'.join(rates)}"
-
 
 def _number(value: float) -> str:
     return f"{value:g}"
-
-
-def _all_finished(records: list[Record]) -> bool:
-    """Whether every run has reached its end; a table marks the others ``unfinished`` (the
-    report reads records, not processes: a parked or interrupted run reads the same)."""
-    return all(r.get("finished") for r in records)
 
 
 def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> str:
@@ -86,11 +58,11 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> s
     running could beat the one shown."""
     if not seeds:
         return "–"
-    lr = _rates(seeds)
+    lr = rates_text(seeds)
     status = "" if finished else ", unfinished"
     tail = "".join(f"; {note}" for note in notes)
-    summaries = [_summary(r) for r in seeds]
-    epochs = sorted(_epochs_to_100(r) for r in seeds)
+    summaries = [summary_of(r) for r in seeds]
+    epochs = sorted(epochs_to_100(r) for r in seeds)
     if len(seeds) == 1:
         if epochs[0] < math.inf:
             return f"**{summaries[0]['epochs_to_100']}** ({lr}{tail}{status})"
@@ -108,104 +80,8 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> s
     return f"{accuracies} best of {runs} ({lr}; 100% in {counted}{tail}{status})"
 
 
-def coverage_notes(cell: list[Record], table_seeds: list[int]) -> tuple[str, ...]:
-    """What a Table 1 cell still lacks, so a partial grid never reads as a finished cell: the
-    seeds it has where the table has more (``seed 0 only``, ``seeds 0, 1 only``), and learning
-    rates of the preset not yet run for some seed (``1 of 4 learning rates run``: a rate still
-    to run could beat the cell's value; none for a preset without a list of rates)."""
-    if not cell:
-        return ()
-    notes = []
-    seeds = sorted({r["config"]["seed"] for r in cell})
-    if set(table_seeds) - set(seeds):
-        named = "seed" if len(seeds) == 1 else "seeds"
-        notes.append(f"{named} {', '.join(map(str, seeds))} only")
-    config = cell[0]["config"]
-    expected = set(preset_learning_rates(config["preset"], config["t0"], config["experiment"]))
-    if expected:
-        run = min(
-            len({r["config"]["learning_rate"] for r in cell if r["config"]["seed"] == s} & expected)
-            for s in seeds
-        )
-        if run < len(expected):
-            notes.append(f"{run} of {len(expected)} learning rates run")
-    return tuple(notes)
-
-
-class CellRuns(NamedTuple):
-    """What a table reports of one cell's runs: the best run of each seed
-    (:func:`best_over_learning_rates`), what the cell still lacks (:func:`coverage_notes`) and
-    whether every run reached its end (:func:`_all_finished`)."""
-
-    best: list[Record]
-    notes: tuple[str, ...]
-    finished: bool
-
-    @property
-    def complete(self) -> bool:
-        """Every seed and learning rate of the table run to its end: a cell to set against
-        the paper."""
-        return bool(self.best) and not self.notes and self.finished
-
-
-def cell_runs(runs: list[Record], table_seeds: list[int]) -> CellRuns:
-    """:class:`CellRuns` of one cell's ``runs`` in a table over ``table_seeds``."""
-    return CellRuns(
-        best_over_learning_rates(runs), coverage_notes(runs, table_seeds), _all_finished(runs)
-    )
-
-
 def _paper_text(value: int | float) -> str:
     return f"{100 * value:.1f}%" if isinstance(value, float) else str(value)
-
-
-def _cell(records: list[Record], task: str, pooling: str, t0: int) -> list[Record]:
-    return [
-        r
-        for r in records
-        if (r["config"]["task"], r["config"]["pooling"], r["config"]["t0"]) == (task, pooling, t0)
-    ]
-
-
-def table_key(config: Mapping[str, Any]) -> str:
-    """The table a run belongs to: its preset (``paper``), with its dtype policy where that is
-    not float32 (``paper-mixed_bfloat16``) and ``unmasked`` where the padding was not masked
-    (``paper-unmasked``), so neither kind of run ever joins a cell of the default runs; also
-    the figure's name (:func:`figure_name`)."""
-    policy = config["dtype_policy"]
-    return (
-        config["preset"]
-        + ("" if policy == "float32" else f"-{policy}")
-        + ("" if config["mask_padding"] else "-unmasked")
-    )
-
-
-def _title(config: Mapping[str, Any], markdown: bool = True) -> str:
-    """``preset `paper``` or ``preset `paper`, dtype policy mixed_bfloat16, padding unmasked``
-    (without the backticks for a figure): the words for :func:`table_key`."""
-    preset = f"`{config['preset']}`" if markdown else config["preset"]
-    policy = config["dtype_policy"]
-    return (
-        f"preset {preset}"
-        + ("" if policy == "float32" else f", dtype policy {policy}")
-        + ("" if config["mask_padding"] else ", padding unmasked (Raffel's script)")
-    )
-
-
-def tables_of(records: list[Record]) -> dict[str, list[Record]]:
-    """``records`` split by :func:`table_key`, in table order (presets as in ``PRESET_ORDER``,
-    each preset's default runs before its mixed-precision or unmasked ones)."""
-    tables: dict[str, list[Record]] = {}
-    for record in records:
-        tables.setdefault(table_key(record["config"]), []).append(record)
-
-    def order(key: str) -> tuple[int, str, int, str]:
-        config = tables[key][0]["config"]
-        preset = config["preset"]
-        rank = PRESET_ORDER.index(preset) if preset in PRESET_ORDER else len(PRESET_ORDER)
-        return rank, preset, key != preset, key
-
-    return {key: tables[key] for key in sorted(tables, key=order)}
 
 
 def render_table(records: list[Record]) -> str:
@@ -215,7 +91,7 @@ def render_table(records: list[Record]) -> str:
 
     Failed runs, and runs without a finished epoch, are left out and named at the end.
     """
-    sections = [_render_preset(_title(t[0]["config"]), t) for t in tables_of(records).values()]
+    sections = [_render_preset(table_title(t[0]["config"]), t) for t in tables_of(records).values()]
     sections += [_plateau_table(preset, runs) for preset, runs in _plateau_presets(records)]
     return "\n".join(sections) if sections else _render_preset("preset `cpu`", [])
 
@@ -254,7 +130,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
     for (task, pooling), paper in PAPER_TABLE1.items():
         cells = []
         for t0 in t0s:
-            cell = cell_runs(_cell(table1, task, pooling, t0), seeds)
+            cell = cell_runs(cell_of(table1, task, pooling, t0), seeds)
             partial = partial or bool(cell.notes) or not cell.finished
             ours = _cell_text(*cell)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
@@ -276,7 +152,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
     temporal = [r for r in records if r["config"]["experiment"] == "temporal_order"]
     if temporal:
         lines += _temporal_lines(temporal)
-    beaten = [r for r in table1 if _summary(r).get("beaten_by")]
+    beaten = [r for r in table1 if summary_of(r).get("beaten_by")]
     if beaten:
         lines += [
             "",
@@ -304,11 +180,11 @@ def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) 
     beyond: dict[str, dict[tuple[str, str], list[int]]] = {"slower": {}, "faster": {}}
     for (task, pooling), paper in PAPER_TABLE1.items():
         for t0 in t0s:
-            cell = cell_runs(_cell(table1, task, pooling, t0), table_seeds)
+            cell = cell_runs(cell_of(table1, task, pooling, t0), table_seeds)
             paper_epochs = paper.get(t0)
             if not cell.complete or not isinstance(paper_epochs, int):
                 continue
-            epochs = [_epochs_to_100(r) for r in cell.best]
+            epochs = [epochs_to_100(r) for r in cell.best]
             counted[t0] = counted.get(t0, 0) + 1
             side = (
                 "slower"
@@ -370,7 +246,7 @@ def plateau(runs: list[Record], threshold: float = PLATEAU_FROM) -> Plateau | No
     """The plateau of the run Table 1 reports for one cell-seed (``runs``: its learning rates,
     :func:`best_over_learning_rates`), or None when that run did not get to 100%."""
     (best,) = best_over_learning_rates(runs)
-    solved = _summary(best)["epochs_to_100"]
+    solved = summary_of(best)["epochs_to_100"]
     if solved is None:
         return None
     above = first_epoch((e["test_accuracy"] for e in best["epochs"]), threshold)
@@ -419,7 +295,7 @@ def _plateau_table(preset: str, runs: list[Record]) -> str:
     for task in TABLE1_TASKS:
         for masked in (True, False):
             padded = [r for r in runs if r["config"]["mask_padding"] == masked]
-            cells = [_cell(padded, task, "attention", t0) for t0 in t0s]
+            cells = [cell_of(padded, task, "attention", t0) for t0 in t0s]
             if any(cells):
                 padding = "masked" if masked else "unmasked"
                 texts = [_plateau_cell(cell, table_seeds) for cell in cells]
@@ -436,7 +312,7 @@ def _plateau_cell(cell: list[Record], table_seeds: list[int]) -> str:
     notes = list(coverage_notes(cell, table_seeds))
     if len(epochs) < len(seeds):
         notes.insert(0, f"{len(epochs)} of {len(seeds)} seeds at 100%")
-    if not _all_finished(cell):
+    if not all_finished(cell):
         notes.append("unfinished")
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not epochs:
@@ -470,7 +346,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         groups.setdefault((r["config"]["task"], r["config"]["pooling"]), []).append(r)
     for (task, pooling), group in groups.items():
         chosen, notes, finished = cell_runs(group, table_seeds)
-        summaries = [_summary(r) for r in chosen]
+        summaries = [summary_of(r) for r in chosen]
         epochs = sorted({s["epochs_run"] for s in summaries})
         ran = str(epochs[0]) if len(epochs) == 1 else f"{epochs[0]}–{epochs[-1]}"
         last = _median_range([100 * s["final_test_accuracy"] for s in summaries])
@@ -479,7 +355,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
             notes += ("unfinished",)
         seeds = f"{len(chosen)}" + (f" ({'; '.join(notes)})" if notes else "")
         paper = PAPER_VARIABLE.get((task, pooling))
-        rates = _rates(chosen).removeprefix("lr ")
+        rates = rates_text(chosen).removeprefix("lr ")
         lines.append(
             f"| {task}, {pooling} | {last} | {best} | {rates} | {seeds} | {ran} | "
             f"{_paper_text(paper) if paper else '–'} |"
@@ -557,7 +433,7 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
         for col, t0 in enumerate(t0s):
             ax = axes[row][col]
             for pooling, color in (("attention", "C0"), ("mean", "C1")):
-                best = best_over_learning_rates(_cell(table1, task, pooling, t0))
+                best = best_over_learning_rates(cell_of(table1, task, pooling, t0))
                 for index, run in enumerate(best):
                     ax.plot(
                         [e["epoch"] for e in run["epochs"]],
@@ -584,7 +460,7 @@ def render_figure(records: list[Record], path: Path) -> Path | None:
             else:  # a cell of the table no run has finished yet
                 ax.text(0.5, 0.5, "no finished run", ha="center", transform=ax.transAxes)
     fig.suptitle(
-        f"Feed-forward attention vs unweighted mean, {_title(table1[0]['config'], False)} "
+        f"Feed-forward attention vs unweighted mean, {table_title(table1[0]['config'], False)} "
         "(dotted: paper's epochs to 100%)",
         fontsize=10,
     )
@@ -653,7 +529,7 @@ def render_variable_figure(records: list[Record], path: Path) -> Path | None:
     config = variable[0]["config"]
     fig.suptitle(
         f"Variable length ({config['t0']}..{config['max_length']}), "
-        f"{_title(config, False)}: every learning rate and seed",
+        f"{table_title(config, False)}: every learning rate and seed",
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0.07, 1, 1))
@@ -661,7 +537,7 @@ def render_variable_figure(records: list[Record], path: Path) -> Path | None:
 
 
 def _legend(pooling: str, seeds: list[Record]) -> str:
-    lr = _rates(seeds)
+    lr = rates_text(seeds)
     return f"{pooling} ({lr})" if len(seeds) == 1 else f"{pooling} ({lr}, {len(seeds)} seeds)"
 
 
