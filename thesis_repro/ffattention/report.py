@@ -341,10 +341,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         "epochs (of 1000 updates) | paper (100 epochs) |",
         "|---|---|---|---|---|---|---|",
     ]
-    groups: dict[tuple[str, str], list[Record]] = {}
-    for r in records:
-        groups.setdefault((r["config"]["task"], r["config"]["pooling"]), []).append(r)
-    for (task, pooling), group in groups.items():
+    for (task, pooling), group in _by_task_and_pooling(records).items():
         chosen, notes, finished = cell_runs(group, table_seeds)
         summaries = [summary_of(r) for r in chosen]
         epochs = sorted({s["epochs_run"] for s in summaries})
@@ -361,6 +358,16 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
             f"{_paper_text(paper) if paper else '–'} |"
         )
     return lines
+
+
+def _by_task_and_pooling(records: list[Record]) -> dict[tuple[str, str], list[Record]]:
+    """``records`` grouped by (task, pooling), in the order of the tables and figures: the
+    tasks as in Table 1, attention before the mean."""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        groups.setdefault((r["config"]["task"], r["config"]["pooling"]), []).append(r)
+    order = sorted(groups, key=lambda tp: (TABLE1_TASKS.index(tp[0]), tp[1] != "attention", tp[1]))
+    return {key: groups[key] for key in order}
 
 
 def _median_range(percents: list[float]) -> str:
@@ -483,19 +490,13 @@ def render_variable_figure(records: list[Record], path: Path) -> Path | None:
     variable = [r for r in records if r["config"]["experiment"] == "variable" and r.get("epochs")]
     if not variable:
         return None
-    panels = sorted(
-        {(r["config"]["task"], r["config"]["pooling"]) for r in variable},
-        key=lambda tp: (TABLE1_TASKS.index(tp[0]), tp[1] != "attention", tp[1]),
-    )
+    panels = _by_task_and_pooling(variable)
     rates = sorted({r["config"]["learning_rate"] for r in variable})
     colors = {rate: f"C{i}" for i, rate in enumerate(rates)}
     fig, axes = plt.subplots(
         1, len(panels), figsize=(3.4 * len(panels), 3.3), squeeze=False, sharey=True
     )
-    for ax, (task, pooling) in zip(axes[0], panels, strict=True):
-        runs = [
-            r for r in variable if (r["config"]["task"], r["config"]["pooling"]) == (task, pooling)
-        ]
+    for ax, ((task, pooling), runs) in zip(axes[0], panels.items(), strict=True):
         for run in runs:
             ax.plot(
                 [e["epoch"] for e in run["epochs"]],
