@@ -339,9 +339,9 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         "### Variable length (50..10000): test accuracy",
         "",
         "Each cell: the best learning rate of each seed (as in Table 1), its test accuracy after "
-        f"the last epoch, averaged over its last {LAST_EPOCHS} epochs (the runs swing between "
-        "epochs) and at its best epoch (what Raffel's published script keeps); over several "
-        "seeds the median [range].",
+        f"the last epoch, averaged over its last {LAST_EPOCHS} epochs (all, in a shorter run; "
+        "the runs swing between epochs) and at its best epoch (what Raffel's published script "
+        "keeps); over several seeds the median [range].",
         "",
         f"| task, pooling | ours, last epoch | ours, last {LAST_EPOCHS} epochs | ours, best epoch "
         "| learning rate | seeds | epochs (of 1000 updates) | paper (100 epochs) |",
