@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import keras
@@ -427,6 +427,41 @@ def test_evaluate_fills_in_missing_scores_from_the_final_model(future_results: P
     stamp = path.stat().st_mtime_ns
     lm.evaluate_run(path, None, ["5", "7"], verbose=0)
     assert path.stat().st_mtime_ns == stamp
+
+
+def test_reusing_eval_prefixes_are_those_of_every_future_table_showing_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prefix_table = replace(lm.FUTURE_TABLES["future-prefix"], eval_prefixes=(2, 7))
+    monkeypatch.setitem(lm.FUTURE_TABLES, "future-prefix", prefix_table)
+    source = lm.resolve_corpus(None)
+
+    def evals(table: str, prefix: int, variant: str = "thesis", **overrides: object) -> tuple:
+        config = lm.make_config(source, "smoke", table, 5, prefix, variant, **overrides)
+        return lm.reusing_eval_prefixes(config)
+
+    every = lm.EVAL_PREFIXES
+    assert evals("3.1", 5) == (2, 7, *every[1:])  # future-prefix's, then future-position's
+    assert evals("3.1", 2) == (2, 7)  # future-prefix only
+    assert evals("future-prefix", 20, min_prefix=1) == (2, 7, *every[1:])  # its own, both
+    assert evals("future-prefix", 20) == (2, 7)
+    assert evals("ptb", 5, "momentum") == every  # the PTB future tables
+    assert evals("3.1", 0) == ()  # no prefix to vary
+    assert evals("3.1", 5, "momentum") == ()  # another variant: no future table shows it
+    assert evals("3.1", 3) == ()  # 5-gram + 3 is in no future table
+    assert evals("runs", 5) == ()  # a single run of `train`
+
+
+def test_a_run_a_future_table_reuses_is_scored_when_its_training_ends(tmp_path: Path) -> None:
+    """No final model is needed later (a fresh machine has none): the Table 3.1 5-gram + 2,
+    trained without eval prefixes, ends scored at future-prefix's."""
+    source = lm.resolve_corpus(None)
+    config = lm.make_config(source, "smoke", "3.1", 5, 2, epochs=1)
+    summary = lm.run(config, source, tmp_path, verbose=0)["summary"]
+    assert list(summary["eval_prefix"]) == [str(e) for e in lm.EVAL_PREFIXES]
+    assert summary["eval_prefix"]["2"] == summary["test_perplexity"]  # the trained prefix
+    plain = lm.make_config(source, "smoke", "3.1", 5, 0, epochs=1)
+    assert "eval_prefix" not in lm.run(plain, source, tmp_path, verbose=0)["summary"]
 
 
 def test_show_attention_writes_the_figure(

@@ -191,7 +191,8 @@ def _add_eval_prefix(parser: argparse.ArgumentParser, what: str) -> None:
         metavar="N|sentence",
         help=f"thesis 4.2: {what} of an attention model with other prefixes, same weights: N "
         f"words, or 'sentence' = back to the previous <eos> (at most {HISTORY_CAP} words); "
-        "stored in the record's summary.eval_prefix",
+        "stored in the record's summary.eval_prefix (default: the future-work tables' "
+        "prefixes for a run they show, none for another)",
     )
 
 

@@ -566,6 +566,24 @@ def table_eval_prefixes(table: str) -> tuple[int | str, ...]:
     return FUTURE_TABLES[table].eval_prefixes if table in FUTURE_TABLES else ()
 
 
+def reusing_eval_prefixes(config: RunConfig) -> tuple[int | str, ...]:
+    """The eval prefixes of every future-work table (thesis 4.2) that shows this attention
+    run, the run's own table included: a Table 3.1 or PTB run that a future table reuses is
+    scored at them when its training ends, so the future table needs no final model later (a
+    fresh machine has none, and a `paper` model is too big to commit: issue 15)."""
+    if not config.prefix:
+        return ()
+    key = (config.order, config.prefix, config.min_prefix, config.position_aware)
+    wanted = [
+        e
+        for future in FUTURE_TABLES.values()
+        if future.variant == config.variant
+        and any(r.table == config.table and r.key == key for r in future.regimes)
+        for e in future.eval_prefixes
+    ]
+    return tuple(dict.fromkeys(wanted))
+
+
 def gap_overrides(factor: Factor, preset: Preset) -> dict[str, Any]:
     """The config settings of ``factor`` under ``preset`` (its changes only)."""
     changes: dict[str, Any] = {"lowercase": factor.lowercase, "bounded": factor.bounded}

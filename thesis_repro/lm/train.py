@@ -22,6 +22,7 @@ from thesis_repro.lm.config import (
     missing_evals,
     parse_eval_prefix,
     record_path,
+    reusing_eval_prefixes,
     sorted_evals,
     summarize,
     table_eval_prefixes,
@@ -64,8 +65,9 @@ def run(
     not change the results beyond float rounding, so it is not part of the config.
     ``eval_prefixes`` (thesis 4.2, attention models): after training, also score the test part
     with these prefixes (``summary.eval_prefix``); a finished run gets the missing ones from
-    its final model. Raises ``RunFailed`` when the training loss becomes NaN or infinite (the
-    record says so: ``records``), or when the run failed before.
+    its final model. With none given, a run ends scored at those of every future-work table
+    that reuses it (``reusing_eval_prefixes``). Raises ``RunFailed`` when the training loss
+    becomes NaN or infinite (the record says so: ``records``), or when the run failed before.
     """
 
     check_config(config)
@@ -186,8 +188,9 @@ def run(
     test = perplexity(model, corpus.test, config, config.batch_size, boundary=eos)
     save_model_atomic(model, final_model_path(record.path))
     summary = summarize(record.data["epochs"], test) | distance_summary(model)
-    if eval_prefixes:
-        scores, words = eval_prefix_scores(model, corpus, config, eval_prefixes, verbose)
+    scored = eval_prefixes or [parse_eval_prefix(e) for e in reusing_eval_prefixes(config)]
+    if scored:
+        scores, words = eval_prefix_scores(model, corpus, config, scored, verbose)
         summary |= {"eval_prefix": sorted_evals(scores), "eval_prefix_words": sorted_evals(words)}
     record.finish(**summary)
     remove_checkpoints(record)
