@@ -105,11 +105,9 @@ from thesis_repro.lm.config import (
     corpus_settings,
     final_model_path,
     model_label,
-    parse_eval_prefix,
     preset_config,
     record_file_of,
     record_path,
-    reusing_eval_prefixes,
     summarize,
     table_corpus_name,
     table_eval_prefixes,
@@ -128,8 +126,10 @@ from thesis_repro.lm.evaluate import (
     evaluate_all,
     evaluate_run,
     load_run_model,
+    parse_eval_prefix,
     perplexity,
     prefix_words,
+    reusing_eval_prefixes,
 )
 from thesis_repro.lm.examples import make_examples, show_attention
 from thesis_repro.lm.kneser_ney import table_baselines

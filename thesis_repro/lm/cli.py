@@ -36,7 +36,6 @@ from thesis_repro.lm.config import (
     VARIANTS,
     LMError,
     model_label,
-    parse_eval_prefix,
     table_corpus_name,
     table_eval_prefixes,
 )
@@ -47,7 +46,7 @@ from thesis_repro.lm.corpora import (
     resolve_corpus,
     table_runs,
 )
-from thesis_repro.lm.evaluate import evaluate_all
+from thesis_repro.lm.evaluate import evaluate_all, parse_eval_prefix
 from thesis_repro.lm.examples import EXAMPLES, make_examples, show_attention
 from thesis_repro.lm.kneser_ney import ORDERS, KNError, table_baselines
 from thesis_repro.lm.report import report

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import numpy as np
 
 from thesis_repro.cli import MAX_SEED
 from thesis_repro.layers import POSITION_AWARE
-from thesis_repro.records import Record
 from thesis_repro.settings import RESULTS_DIR
 
 NAME = "lm"
@@ -525,30 +523,6 @@ def record_file_of(path: str | os.PathLike) -> Path:
     return folder / f"{stem}.json"
 
 
-def parse_eval_prefix(text: str | int) -> int | str:
-    """``"20"`` -> 20, ``"sentence"`` -> ``"sentence"``; anything else is an error."""
-    if isinstance(text, int) or str(text).isdigit():
-        if int(text) < 1:
-            raise LMError(f"an eval prefix must be at least 1 word, got {text}")
-        return int(text)
-    if text == SENTENCE:
-        return SENTENCE
-    raise LMError(f"--eval-prefix takes word counts or {SENTENCE!r}, got {text!r}")
-
-
-def eval_order(key: str) -> tuple[int, int]:
-    return (1, 0) if key == SENTENCE else (0, int(key))
-
-
-def sorted_evals(scores: dict[str, float]) -> dict[str, float]:
-    return {k: scores[k] for k in sorted(scores, key=eval_order)}
-
-
-def missing_evals(record: Record, eval_prefixes: Sequence[int | str]) -> list[int | str]:
-    done = record.get("summary", {}).get("eval_prefix", {})
-    return [e for e in eval_prefixes if str(e) not in done]
-
-
 def summarize(epochs: list[dict], test_perplexity: float | None = None) -> dict[str, Any]:
     """Final/best validation perplexity, test perplexity, median ms per update over epochs."""
     valid = [e["valid_perplexity"] for e in epochs]
@@ -564,24 +538,6 @@ def summarize(epochs: list[dict], test_perplexity: float | None = None) -> dict[
 def table_eval_prefixes(table: str) -> tuple[int | str, ...]:
     """The eval prefixes a table's attention runs are scored with (none for Tables 3.x)."""
     return FUTURE_TABLES[table].eval_prefixes if table in FUTURE_TABLES else ()
-
-
-def reusing_eval_prefixes(config: RunConfig) -> tuple[int | str, ...]:
-    """The eval prefixes of every future-work table (thesis 4.2) that shows this attention
-    run, the run's own table included: a Table 3.1 or PTB run that a future table reuses is
-    scored at them when its training ends, so the future table needs no final model later (a
-    fresh machine has none, and a `paper` model is too big to commit: issue 15)."""
-    if not config.prefix:
-        return ()
-    key = (config.order, config.prefix, config.min_prefix, config.position_aware)
-    wanted = [
-        e
-        for future in FUTURE_TABLES.values()
-        if future.variant == config.variant
-        and any(r.table == config.table and r.key == key for r in future.regimes)
-        for e in future.eval_prefixes
-    ]
-    return tuple(dict.fromkeys(wanted))
 
 
 def gap_overrides(factor: Factor, preset: Preset) -> dict[str, Any]:

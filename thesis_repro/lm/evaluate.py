@@ -1,5 +1,6 @@
 """Scoring language models (thesis 3.2.3, 4.2): perplexity over a part's scored targets, the
-prefix-length generalisation scores of a finished run, and loading a finished run's model.
+eval prefixes (which a run is scored at, and their order in a record), the prefix-length
+generalisation scores of a finished run, and loading a finished run's model.
 """
 
 from __future__ import annotations
@@ -19,20 +20,60 @@ from thesis_repro.files import write_json_atomic
 from thesis_repro.lm.batches import PAD_ID, ScoreBatches, scored_targets, sentence_starts
 from thesis_repro.lm.config import (
     EVAL_PREFIXES,
+    FUTURE_TABLES,
     HISTORY_CAP,
     NAME,
     SENTENCE,
     LMError,
     RunConfig,
     final_model_path,
-    missing_evals,
-    parse_eval_prefix,
     record_file_of,
-    sorted_evals,
 )
 from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, record_source
-from thesis_repro.records import load_record
+from thesis_repro.records import Record, load_record
 from thesis_repro.settings import RESULTS_DIR
+
+
+def parse_eval_prefix(text: str | int) -> int | str:
+    """``"20"`` -> 20, ``"sentence"`` -> ``"sentence"``; anything else is an error."""
+    if isinstance(text, int) or str(text).isdigit():
+        if int(text) < 1:
+            raise LMError(f"an eval prefix must be at least 1 word, got {text}")
+        return int(text)
+    if text == SENTENCE:
+        return SENTENCE
+    raise LMError(f"--eval-prefix takes word counts or {SENTENCE!r}, got {text!r}")
+
+
+def eval_order(key: str) -> tuple[int, int]:
+    return (1, 0) if key == SENTENCE else (0, int(key))
+
+
+def sorted_evals(scores: dict[str, float]) -> dict[str, float]:
+    return {k: scores[k] for k in sorted(scores, key=eval_order)}
+
+
+def missing_evals(record: Record, eval_prefixes: Sequence[int | str]) -> list[int | str]:
+    done = record.get("summary", {}).get("eval_prefix", {})
+    return [e for e in eval_prefixes if str(e) not in done]
+
+
+def reusing_eval_prefixes(config: RunConfig) -> tuple[int | str, ...]:
+    """The eval prefixes of every future-work table (thesis 4.2) that shows this attention
+    run, the run's own table included: a Table 3.1 or PTB run that a future table reuses is
+    scored at them when its training ends, so the future table needs no final model later (a
+    fresh machine has none, and a `paper` model is too big to commit: issue 15)."""
+    if not config.prefix:
+        return ()
+    key = (config.order, config.prefix, config.min_prefix, config.position_aware)
+    wanted = [
+        e
+        for future in FUTURE_TABLES.values()
+        if future.variant == config.variant
+        and any(r.table == config.table and r.key == key for r in future.regimes)
+        for e in future.eval_prefixes
+    ]
+    return tuple(dict.fromkeys(wanted))
 
 
 def perplexity(

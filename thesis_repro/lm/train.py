@@ -19,16 +19,21 @@ from thesis_repro.lm.config import (
     RunConfig,
     check_config,
     final_model_path,
-    missing_evals,
-    parse_eval_prefix,
     record_path,
-    reusing_eval_prefixes,
-    sorted_evals,
     summarize,
     table_eval_prefixes,
 )
 from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, table_runs
-from thesis_repro.lm.evaluate import distance_summary, eval_prefix_scores, evaluate_run, perplexity
+from thesis_repro.lm.evaluate import (
+    distance_summary,
+    eval_prefix_scores,
+    evaluate_run,
+    missing_evals,
+    parse_eval_prefix,
+    perplexity,
+    reusing_eval_prefixes,
+    sorted_evals,
+)
 from thesis_repro.lm.model import build_model
 from thesis_repro.records import RunRecord, compute_device
 from thesis_repro.run_lock import release
