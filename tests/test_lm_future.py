@@ -408,6 +408,18 @@ def test_trained_prefix_reproduces_the_test_perplexity_exactly(future_results: P
         assert summary["eval_prefix"]["sentence"] != summary["test_perplexity"]
 
 
+def test_the_trained_prefix_cell_needs_no_eval_scores(future_results: Path) -> None:
+    """A reused run that was never scored at other prefixes (the PTB `paper` runs, whose final
+    models are gone) still fills its trained-prefix cell: that score is its test perplexity."""
+    plain = json.loads(_path(future_results, "3.1", "5gram+5").read_text())
+    del plain["summary"]["eval_prefix"], plain["summary"]["eval_prefix_words"]
+    mixed = json.loads(_path(future_results, "future-prefix", "5gram+1-20").read_text())
+    text = lm_report.render_future_table("future-prefix", [plain, mixed])
+    test = f"{plain['summary']['test_perplexity']:.2f}"
+    assert f"| 5-gram + 5 | 1 | {test} | – | **{test}** | – | – | – | – |" in text
+    assert "| 5-gram + 5 | 1 | – | 0.00 | – | – | – | – |" in text  # the paired differences
+
+
 def test_evaluate_fills_in_missing_scores_from_the_final_model(future_results: Path) -> None:
     path = _path(future_results, "3.1", "5gram+5")
     record = json.loads(path.read_text())

@@ -254,13 +254,15 @@ def _future_groups(table: str, records: list[Record]) -> dict[str, dict[Regime, 
 
 def _scores(runs: list[Record], column: str) -> dict[int, float]:
     """Seed -> test perplexity of finished runs at eval prefix ``column`` (``"test"``: the
-    trained prefix; a run without a prefix scores the same in every column)."""
+    trained prefix, whose eval score is the test perplexity exactly, so a run not scored at
+    other prefixes still has it; a run without a prefix scores the same in every column)."""
     scores = {}
     for r in runs:
         summary = r.get("summary", {})
         if not r.get("finished"):
             continue
-        if column == "test" or not r["config"]["prefix"]:
+        prefix = r["config"]["prefix"]
+        if column in ("test", str(prefix)) or not prefix:
             scores[r["config"]["seed"]] = summary["test_perplexity"]
         elif column in summary.get("eval_prefix", {}):
             scores[r["config"]["seed"]] = summary["eval_prefix"][column]
