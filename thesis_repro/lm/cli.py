@@ -50,11 +50,10 @@ from thesis_repro.lm.evaluate import evaluate_all, parse_eval_prefix
 from thesis_repro.lm.examples import EXAMPLES, make_examples, show_attention
 from thesis_repro.lm.kneser_ney import ORDERS, KNError, table_baselines
 from thesis_repro.lm.report import report
-from thesis_repro.lm.train import run
+from thesis_repro.lm.train import SLOW_RUN_SECONDS, estimate_run_seconds, run
 from thesis_repro.records import (
     CorruptRecord,
     RunFailed,
-    compute_device,
     grid_failures,
 )
 from thesis_repro.run_lock import RunBusy
@@ -412,12 +411,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {path}")
             return 0
         eval_prefixes = [parse_eval_prefix(e) for e in args.eval_prefix or ()]
-        if args.preset == "paper" and compute_device()["device"] == "cpu":
-            print(
-                "warning: the paper preset is the thesis's protocol, sized for a GPU; on this "
-                "CPU a run takes about 45 h (measured 1.0-1.2 s per update at V = 37,373)",
-                flush=True,
-            )
         start_data_parallel(parser, args)
         default_name = table_corpus_name(args.table) if command == "grid" else None
         source = resolve_corpus(args.corpus, args.corpus_name or default_name, data_dir())
@@ -440,8 +433,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             configs = table_runs(args.table, source, args.preset, args.seeds, **_overrides(args))
         if source.synthetic:
             print(SYNTHETIC_NOTICE, flush=True)
+        slowest = 0.0  # seconds of the longest run here, estimated (paper preset)
         for config in {(c.max_words, c.min_count, c.tokenizer): c for c in configs}.values():
-            load_lm_corpus(source, config, progress=bool(args.verbose))  # errors before training
+            corpus = load_lm_corpus(source, config, progress=bool(args.verbose))  # errors now
+            if args.preset == "paper":
+                slowest = max(slowest, estimate_run_seconds(config, corpus))
+        if slowest > SLOW_RUN_SECONDS:
+            print(
+                "warning: the paper preset is the thesis's protocol, sized for a GPU; a run here "
+                f"takes ~{slowest / 3600:.0f} h on this machine (estimated; eltec-pol on this "
+                "2-core CPU: 1.0-1.2 s per update measured, ~45 h per run; PTB: ~50 min)",
+                flush=True,
+            )
         evals = eval_prefixes if command == "train" or args.eval_prefix else None
         if evals is None:
             evals = table_eval_prefixes(args.table)

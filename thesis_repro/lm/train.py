@@ -11,7 +11,7 @@ from typing import Any
 import keras
 import numpy as np
 
-from thesis_repro.corpus import EOS
+from thesis_repro.corpus import EOS, Corpus
 from thesis_repro.lm.batches import PAD_ID, TrainBatches, scored_targets, sentence_starts
 from thesis_repro.lm.config import (
     PRESETS,
@@ -218,16 +218,28 @@ def estimate_update_seconds(config: RunConfig, vocab_size: int) -> float:
     return 0.02 + 1.5 * flop / _matmul_flops()  # + ~20 ms of per-update overhead (small V)
 
 
+def estimate_run_seconds(config: RunConfig, corpus: Corpus) -> float:
+    """Rough seconds for all the updates of a run on ``corpus`` (``estimate_update_seconds``)."""
+    steps = max(1, len(scored_targets(len(corpus.train), config.first_target)) // config.batch_size)
+    return config.epochs * steps * estimate_update_seconds(config, corpus.vocab_size)
+
+
+#: A `paper` run estimated longer than this gets a warning before it starts: on a CPU an
+#: eltec-pol run (~45 h) does, a PTB run (~50 min) does not.
+SLOW_RUN_SECONDS = 3 * 3600
+
+
 # FLOP/s of a whole LM `paper` update (45.3 GFLOP by the count above) on an H100, one run alone:
 # 2.5 ms per update (2.3-2.7 ms on 2026-11-26, 3.2 ms each with another run beside it on an H200).
 ACCELERATOR_UPDATE_FLOPS = 45.3e9 / 2.5e-3
 
 
-def _matmul_flops(n: int = 512) -> float:
-    """FLOP/s of an n x n float32 NumPy matmul on this machine (best of 3)."""
+def _matmul_flops(n: int = 512, repeats: int = 20) -> float:
+    """FLOP/s of an n x n float32 NumPy matmul on this machine, the best of ``repeats``
+    (~40 ms): with a training beside it, one of 3 was 10 times too slow in 1 of 5 tries."""
     a = np.ones((n, n), np.float32)
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeats):
         start = time.perf_counter()
         a @ a
         best = min(best, time.perf_counter() - start)
