@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from thesis_repro import __main__ as cli
+from thesis_repro import lm
 from thesis_repro.experiment import experiment, experiments
 from thesis_repro.progress import preset_status, render_status
 from thesis_repro.run_lock import held, lock_path
@@ -125,3 +126,51 @@ def test_an_interrupted_run_says_where_a_resume_starts(tmp_path):
     assert listed() == " (79 epochs; resumes after 76: newest checkpoint)"
     _checkpoint(path, 79)
     assert listed() == " (79 epochs)"
+
+
+def test_a_reused_run_not_scored_for_a_future_table_is_listed_as_incomplete(tmp_path):
+    """A finished Table 3.1 5-gram + 5 that the future-work tables show (thesis 4.2) but that
+    has no score at their eval prefixes: counted finished and incomplete, listed with the
+    prefixes it lacks and how to get them (score its final model, or train it again)."""
+    lm_experiment = experiment("lm")
+    config = next(
+        c
+        for c in lm_experiment.runs("smoke")
+        if (c.table, c.order, c.prefix, c.min_prefix) == ("3.1", 5, 5, 0)
+    )
+    path = lm_experiment.record_path(config, tmp_path)
+    scored = {"5": 100.0, "10": 101.0}
+    _write(path, config=config.as_dict(), epochs=[{}], finished=True,
+           summary={"eval_prefix": scored})  # fmt: skip
+
+    def listed() -> list[str]:
+        table = render_status(preset_status("smoke", tmp_path, [lm_experiment]), "smoke", True)
+        lines = table.splitlines()  # the gap study has a run of that name too, not started
+        return [x.split(config.name)[1] for x in lines if config.name in x and "not " not in x]
+
+    missing = [str(e) for e in lm.reusing_eval_prefixes(config) if str(e) not in scored]
+    assert missing and "sentence" in missing and "2" in missing
+    (line,) = listed()
+    assert line.startswith(f": no score at eval prefix {' '.join(missing)} (table future-prefix")
+    assert line.endswith(
+        "no final model here to score it: delete the record and train it again "
+        "(python -m thesis_repro.lm grid --table 3.1 --preset smoke)"
+    )
+    table = render_status(preset_status("smoke", tmp_path, [lm_experiment]), "smoke")
+    assert "lm table 3.1" in table and "1 of" in table and "finished (1 incomplete)" in table
+    lm.final_model_path(path).parent.mkdir(parents=True)
+    lm.final_model_path(path).touch()
+    assert listed() == [
+        f": no score at eval prefix {' '.join(missing)} (table future-prefix, future-position): "
+        f"python -m thesis_repro.lm evaluate --table 3.1 --eval-prefix {' '.join(missing)}"
+    ]
+    all_scored = {str(e): 100.0 for e in lm.reusing_eval_prefixes(config)}
+    _write(path, config=config.as_dict(), epochs=[{}], finished=True,
+           summary={"eval_prefix": all_scored})  # fmt: skip
+    assert listed() == [], "a finished run with every score is counted, not listed"
+    no_prefix = next(c for c in lm_experiment.runs("smoke") if c.table == "3.1" and not c.prefix)
+    _write(lm_experiment.record_path(no_prefix, tmp_path), config=no_prefix.as_dict(), epochs=[{}],
+           finished=True, summary={})  # fmt: skip
+    assert "incomplete" not in render_status(
+        preset_status("smoke", tmp_path, [lm_experiment]), "smoke"
+    )

@@ -153,11 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="how far a preset has got: runs finished, running, interrupted, not started",
         description="Count every run of a preset by state (finished, failed, running, "
         "interrupted, not started) per experiment and table, from the records alone; nothing "
-        "trains. The language-model tables are listed only where their corpus is found.",
+        "trains. A finished run that still lacks something a table needs (a language model "
+        "not scored at a future-work table's eval prefixes) is counted as incomplete too. The "
+        "language-model tables are listed only where their corpus is found.",
     )
     status.add_argument("--preset", choices=PRESETS, required=True, help="the preset to count")
     status.add_argument(
-        "--list", action="store_true", help="also name every run not finished, with its state"
+        "--list",
+        action="store_true",
+        help="also name every run not finished, with its state, and every incomplete one, with "
+        "what it lacks and how to get it",
     )
     add_results_option(status, RESULTS_DIR)
     rerun = sub.add_parser(

@@ -57,7 +57,9 @@ class Experiment:
     ``describe(config)``: one line naming a run (``group: name`` where the experiment has
     several tables); ``report(results_dir, figures_dir)``:
     render tables and figures from the records and return the Markdown; ``steps``: the steps of
-    ``reproduce`` (default: one grid over ``runs(preset)``).
+    ``reproduce`` (default: one grid over ``runs(preset)``); ``lacks(config, record, path)``:
+    what a finished run's record still lacks for the tables that show it, and how to get it
+    (``""``: nothing; ``progress`` lists it).
     """
 
     name: str  # records in results/<name>/
@@ -71,6 +73,7 @@ class Experiment:
     report: Callable[[Path, Path], str]
     figure_prefixes: tuple[str, ...] = ()  # figures/<prefix>*.pdf (default: <name>_)
     reproduce_steps: Callable[[Reproduction], list[Step]] | None = field(default=None)
+    lacks: Callable[[Any, Mapping[str, Any], Path], str] | None = field(default=None)
 
     def figures(self, figures_dir: Path) -> list[Path]:
         """The experiment's figures in ``figures_dir``, sorted."""

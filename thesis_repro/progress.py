@@ -8,7 +8,9 @@ Work on a lent GPU comes in slices (issue 15) and a grid can be stopped anywhere
 NaN or infinite; never retrained), ``running`` (a live process holds its lock), ``interrupted``
 (a record with some epochs and nobody training it: ``grid`` resumes it from its newest
 checkpoint here, or starts it over where none is, as after a move to a fresh machine) or ``not
-started``.
+started``. A finished run can still lack something a table needs (``Experiment.lacks``: a
+reused language model not scored at a future-work table's eval prefixes); it is counted as
+finished, counted again as incomplete, and listed with what it lacks.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class RunStatus:
     epochs: int  # epochs recorded (0 for a run not started)
     seconds: float  # wall time recorded (records.run_seconds)
     resumable: int = 0  # of those epochs, how many a resume keeps (training.resumable_epochs)
+    lacks: str = ""  # what a finished run still lacks for a table, and how to get it
 
 
 def group_and_name(experiment: Experiment, config: object) -> tuple[str, str]:
@@ -63,7 +66,10 @@ def run_status(experiment: Experiment, config: object, results_dir: Path) -> Run
         else:
             state = "running" if held(path) else "interrupted"
     resumable = resumable_epochs(path, epochs) if state == "interrupted" else epochs
-    return RunStatus(experiment.name, group, name, state, epochs, seconds, resumable)
+    lacks = ""
+    if state == "finished" and experiment.lacks is not None:
+        lacks = experiment.lacks(config, record, path)
+    return RunStatus(experiment.name, group, name, state, epochs, seconds, resumable, lacks)
 
 
 def preset_status(
@@ -81,7 +87,8 @@ def preset_status(
 
 def render_status(statuses: Sequence[RunStatus], preset: str, list_runs: bool = False) -> str:
     """A line per (experiment, group): how many runs are in each state, the wall time recorded;
-    then the total. ``list_runs``: every run not finished under its group, with its state."""
+    then the total. ``list_runs``: every run not finished (or finished but lacking something)
+    under its group, with its state."""
     groups: dict[tuple[str, str], list[RunStatus]] = {}
     for status in statuses:
         groups.setdefault((status.experiment, status.group), []).append(status)
@@ -96,6 +103,7 @@ def render_status(statuses: Sequence[RunStatus], preset: str, list_runs: bool = 
                 for s in members
                 if s.state != "finished"
             ]
+            lines += [f"      {'incomplete':<12} {s.name}: {s.lacks}" for s in members if s.lacks]
     lines.append(f"  {'all':<{width}}  {_counts(statuses)}")
     return "\n".join(lines)
 
@@ -113,10 +121,14 @@ def _epochs(status: RunStatus) -> str:
 
 
 def _counts(members: Sequence[RunStatus]) -> str:
-    """``172 of 192 finished, 1 running, 19 not started; 3.33 h recorded``."""
+    """``172 of 192 finished (2 incomplete), 1 running, 19 not started; 3.33 h recorded``."""
     done = sum(s.state == "finished" for s in members)
+    incomplete = sum(bool(s.lacks) for s in members)
+    first = f"{done} of {len(members)} finished" + (
+        f" ({incomplete} incomplete)" if incomplete else ""
+    )
     rest = [(state, sum(s.state == state for s in members)) for state in STATES[1:]]
-    text = ", ".join([f"{done} of {len(members)} finished"] + [f"{n} {s}" for s, n in rest if n])
+    text = ", ".join([first] + [f"{n} {s}" for s, n in rest if n])
     return f"{text}; {hours(sum(s.seconds for s in members))} recorded"
 
 

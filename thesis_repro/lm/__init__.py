@@ -130,6 +130,7 @@ from thesis_repro.lm.evaluate import (
     perplexity,
     prefix_words,
     reusing_eval_prefixes,
+    unscored_evals,
 )
 from thesis_repro.lm.examples import make_examples, show_attention
 from thesis_repro.lm.kneser_ney import table_baselines
@@ -235,6 +236,7 @@ EXPERIMENT = Experiment(
     report=render_tables,
     figure_prefixes=("lm_", "attention_"),  # attention_*: thesis 3.2.4 examples
     reproduce_steps=reproduce_steps,
+    lacks=unscored_evals,  # a reused run not scored at a future table's eval prefixes
 )
 
 __all__ = [
@@ -292,4 +294,5 @@ __all__ = [
     "table_eval_prefixes",
     "table_runs",
     "table_sources",
+    "unscored_evals",
 ]

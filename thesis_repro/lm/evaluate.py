@@ -58,22 +58,46 @@ def missing_evals(record: Record, eval_prefixes: Sequence[int | str]) -> list[in
     return [e for e in eval_prefixes if str(e) not in done]
 
 
+def reusing_tables(config: RunConfig) -> list[str]:
+    """The future-work tables (thesis 4.2) that show this attention run, its own included."""
+    if not config.prefix:
+        return []
+    key = (config.order, config.prefix, config.min_prefix, config.position_aware)
+    return [
+        name
+        for name, future in FUTURE_TABLES.items()
+        if future.variant == config.variant
+        and any(r.table == config.table and r.key == key for r in future.regimes)
+    ]
+
+
 def reusing_eval_prefixes(config: RunConfig) -> tuple[int | str, ...]:
     """The eval prefixes of every future-work table (thesis 4.2) that shows this attention
     run, the run's own table included: a Table 3.1 or PTB run that a future table reuses is
     scored at them when its training ends, so the future table needs no final model later (a
     fresh machine has none, and a `paper` model is too big to commit: issue 15)."""
-    if not config.prefix:
-        return ()
-    key = (config.order, config.prefix, config.min_prefix, config.position_aware)
-    wanted = [
-        e
-        for future in FUTURE_TABLES.values()
-        if future.variant == config.variant
-        and any(r.table == config.table and r.key == key for r in future.regimes)
-        for e in future.eval_prefixes
-    ]
+    wanted = [e for name in reusing_tables(config) for e in FUTURE_TABLES[name].eval_prefixes]
     return tuple(dict.fromkeys(wanted))
+
+
+def unscored_evals(config: RunConfig, record: Record, path: Path) -> str:
+    """What a finished run lacks for the future-work tables that show it (thesis 4.2): the
+    eval prefixes of ``reusing_eval_prefixes`` it has no score at, and how to get them
+    (``""``: nothing; ``python -m thesis_repro status`` lists it: ``Experiment.lacks``)."""
+    missing = missing_evals(record, reusing_eval_prefixes(config))
+    if not missing:
+        return ""
+    prefixes = " ".join(map(str, missing))
+    what = f"no score at eval prefix {prefixes} (table {', '.join(reusing_tables(config))})"
+    if final_model_path(path).exists():
+        return (
+            f"{what}: python -m thesis_repro.lm evaluate --table {config.table} "
+            f"--eval-prefix {prefixes}"
+        )
+    return (
+        f"{what}, and no final model here to score it: delete the record and train it again "
+        f"(python -m thesis_repro.lm grid --table {config.table} --preset {config.preset})"
+    )
 
 
 def perplexity(
