@@ -136,6 +136,14 @@ class FutureTable:
     eval_prefixes: tuple[int | str, ...] = EVAL_PREFIXES
     corpus_name: str = DEFAULT_CORPUS_NAME
 
+    def regime_of(self, config: dict[str, Any]) -> Regime | None:
+        """The row a run (its config as a dict) is shown in, if any: same variant, same table
+        folder, same model (``Regime.key``)."""
+        key = tuple(config[k] for k in ("order", "prefix", "min_prefix", "position_aware"))
+        if config["variant"] != self.variant:
+            return None
+        return next((r for r in self.regimes if (r.table, r.key) == (config["table"], key)), None)
+
 
 _REFERENCES = (Regime(5), Regime(10))  # n-gram rows of Table 3.1, for reference
 

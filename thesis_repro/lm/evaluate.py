@@ -62,13 +62,7 @@ def reusing_tables(config: RunConfig) -> list[str]:
     """The future-work tables (thesis 4.2) that show this attention run, its own included."""
     if not config.prefix:
         return []
-    key = (config.order, config.prefix, config.min_prefix, config.position_aware)
-    return [
-        name
-        for name, future in FUTURE_TABLES.items()
-        if future.variant == config.variant
-        and any(r.table == config.table and r.key == key for r in future.regimes)
-    ]
+    return [name for name, future in FUTURE_TABLES.items() if future.regime_of(config.as_dict())]
 
 
 def reusing_eval_prefixes(config: RunConfig) -> tuple[int | str, ...]:

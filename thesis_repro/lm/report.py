@@ -223,16 +223,6 @@ def render_figure(records: list[Record], path: Path, title: str) -> Path | None:
     return save_figure(fig, path)
 
 
-def _future_regime(spec: FutureTable, config: dict) -> Regime | None:
-    """The regime of a future-work table that a run's config belongs to, if any."""
-    if config["variant"] != spec.variant:
-        return None
-    for regime in spec.regimes:
-        if regime.table == config["table"] and regime.key == _model_key(config):
-            return regime
-    return None
-
-
 def _future_groups(table: str, records: list[Record]) -> dict[str, dict[Regime, list[dict]]]:
     """Records of a future-work table's regimes (from any table folder of the corpus), split
     by scale (preset, overrides); only groups with a run of the table itself."""
@@ -240,7 +230,7 @@ def _future_groups(table: str, records: list[Record]) -> dict[str, dict[Regime, 
     groups: dict[str, dict[Regime, list[dict]]] = {}
     for r in records:
         config = r["config"]
-        regime = _future_regime(spec, config)
+        regime = spec.regime_of(config)
         if regime is not None:
             ignore = (*_GROUP_IGNORES, "table")
             key = json.dumps({k: v for k, v in config.items() if k not in ignore})
@@ -320,7 +310,7 @@ def render_future_table(table: str, records: list[Record]) -> str:
     regimes are left out and named at the end."""
     spec = FUTURE_TABLES[table]
     records, failed = split_failed(records)
-    failed = [r for r in failed if _future_regime(spec, r["config"]) is not None]
+    failed = [r for r in failed if spec.regime_of(r["config"]) is not None]
     columns = [str(e) for e in spec.eval_prefixes]
     lines: list[str] = []
     for group in _future_groups(table, records).values():
