@@ -420,6 +420,25 @@ def test_the_trained_prefix_cell_needs_no_eval_scores(future_results: Path) -> N
     assert "| 5-gram + 5 | 1 | – | 0.00 | – | – | – | – |" in text  # the paired differences
 
 
+def test_a_paired_column_scored_for_fewer_seeds_than_its_row_says_how_many(
+    future_results: Path,
+) -> None:
+    """The context table's row counts the seeds with a test perplexity; a column that only
+    some of them were scored at (reused `paper` runs retrained one by one) names its count."""
+    scored = json.loads(_path(future_results, "3.1", "5gram+5").read_text())
+    unscored = json.loads(json.dumps(scored))
+    del unscored["summary"]["eval_prefix"], unscored["summary"]["eval_prefix_words"]
+    unscored["config"]["seed"] = scored["config"]["seed"] + 1
+    mixed = json.loads(_path(future_results, "future-prefix", "5gram+1-20").read_text())
+    text = lm_report.render_future_table("future-prefix", [scored, unscored, mixed])
+    context = text.split("minus the same model (same seed)")[1]
+    row = next(line for line in context.splitlines() if line.startswith("| 5-gram + 5 | 2 |"))
+    summary = scored["summary"]
+    sentence = summary["eval_prefix"]["sentence"] - summary["test_perplexity"]
+    assert f"| {sentence:.2f} (1 seed) |" in row
+    assert "| 0.00 ± 0.00 |" in row  # the trained prefix: both seeds
+
+
 def test_evaluate_fills_in_missing_scores_from_the_final_model(future_results: Path) -> None:
     path = _path(future_results, "3.1", "5gram+5")
     record = json.loads(path.read_text())

@@ -259,13 +259,17 @@ def _scores(runs: list[Record], column: str) -> dict[int, float]:
     return scores
 
 
-def _paired_difference(ours: dict[int, float], theirs: dict[int, float]) -> str:
-    """Mean ± std of ``ours - theirs`` over the seeds both have, with the count if < all."""
+def _paired_difference(
+    ours: dict[int, float], theirs: dict[int, float], out_of: int | None = None
+) -> str:
+    """Mean ± std of ``ours - theirs`` over the seeds both have, with their count if it is
+    below ``out_of`` (the seeds the row counts; default: those of ``ours``)."""
     seeds = sorted(set(ours) & set(theirs))
     if not seeds:
         return "–"
+    total = len(ours) if out_of is None else out_of
     return format_spread([ours[s] - theirs[s] for s in seeds]) + (
-        f" ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})" if len(seeds) < len(ours) else ""
+        f" ({len(seeds)} seed{'s' if len(seeds) > 1 else ''})" if len(seeds) < total else ""
     )
 
 
@@ -368,7 +372,8 @@ def _context_lines(
         runs = group.get(regime, [])
         trained = _scores(runs, "test")
         if trained:
-            cells = [_paired_difference(_scores(runs, c), trained) for c in columns]
+            # a column scored for fewer seeds than the row counts says how many
+            cells = [_paired_difference(_scores(runs, c), trained, len(trained)) for c in columns]
             rows.append(
                 f"| {model_label(*regime.key)} | {len(trained)} | " + " | ".join(cells) + " |"
             )
