@@ -311,6 +311,43 @@ def test_a_run_resumed_on_another_machine_keeps_where_its_earlier_epochs_ran(tmp
     assert "on NVIDIA H200, dtype policy float32, float32 matmuls: default (1 record)" in ran_on
 
 
+_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC 9654
+flags\t\t: fpu sse4_2 avx avx2 avx512f avx512bw fma
+
+processor\t: 1
+cpu family\t: 25
+model\t\t: 1
+model name\t: other
+flags\t\t: fpu sse4_2 avx avx2
+"""
+
+
+def test_records_name_the_cpu_model_and_its_widest_vector_instructions():
+    """Same seed, same code, two 2-core hosts: the PTB `paper` seed 0 retrain was bit-identical,
+    seed 1's was not (2026-11-29), and the hosts differ twofold in speed. Records name the CPU
+    (the first processor's block of /proc/cpuinfo) so that such pairs can be told apart, and the
+    "Ran on" lines group by it; records written before keep their architecture only."""
+    from thesis_repro.records import cpu_model, format_hardware, machine
+
+    assert cpu_model(_CPUINFO) == "AMD EPYC 9654, family 25 model 17, avx512f"
+    assert cpu_model(_CPUINFO.replace(" avx512f avx512bw", "")) == (
+        "AMD EPYC 9654, family 25 model 17, avx2"
+    )
+    assert cpu_model("model name\t: Apple M2\n") == "Apple M2"
+    assert cpu_model("processor\t: 0\nBogoMIPS\t: 50.00\n") is None
+    assert machine()["processor"]
+    run = {"machine": "x86_64", "cpus": 2, "system": "Linux-6.18", "backend": "tensorflow"}
+    run |= {"device": "cpu", "dtype_policy": "float32"}
+    old = format_hardware({**run, "processor": "x86_64"})
+    assert old.startswith("2 CPUs (x86_64), Linux-6.18, Keras backend tensorflow")
+    new = format_hardware({**run, "processor": "AMD EPYC 9654, family 25 model 17, avx512f"})
+    assert new.startswith("2 CPUs (x86_64, AMD EPYC 9654, family 25 model 17, avx512f), Linux")
+
+
 def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch):
     """2026-11-26: a record of 24 epochs on an H200 (no checkpoint came with it) started over on
     an H100 and kept the H200's start time, wall time and ``earlier_machines`` entry, so its

@@ -122,11 +122,53 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+#: Vector instruction sets, widest first: the first one a CPU has is named in ``processor``.
+VECTOR_ISAS = ("avx512f", "avx2", "avx", "sse4_2")
+
+
+def cpu_model(cpuinfo: str) -> str | None:
+    """``AMD EPYC, family 25 model 1, avx2``: the CPU's name, family and model and the widest
+    vector instruction set it has (:data:`VECTOR_ISAS`), from the text of ``/proc/cpuinfo``;
+    None if it names no model.
+
+    Two hosts that differ here may round differently under the same code and seed: XLA (the
+    language model's ``jit_compile``) compiles for the CPU it runs on, e.g. with AVX-512 where
+    there is one.
+    """
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep:
+            if fields:
+                break  # the first processor's block ends at its blank line
+            continue
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name")
+    if not name:
+        return None
+    parts = [name]
+    if "cpu family" in fields and "model" in fields:
+        parts.append(f"family {fields['cpu family']} model {fields['model']}")
+    flags = set(fields.get("flags", "").split())
+    parts += [isa for isa in VECTOR_ISAS if isa in flags][:1]
+    return ", ".join(parts)
+
+
+def processor() -> str:
+    """The CPU (:func:`cpu_model` of ``/proc/cpuinfo``); elsewhere ``platform.processor()`` or,
+    failing that, the architecture."""
+    try:
+        model = cpu_model(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        model = None
+    return model or platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
     """The machine: architecture, processor, CPUs, system."""
     return {
         "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
+        "processor": processor(),
         "cpus": os.cpu_count(),
         "system": platform.platform(),
     }
@@ -520,11 +562,16 @@ def machines_of(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def format_hardware(machine: Mapping[str, Any]) -> str:
-    """CPUs and system, then the Keras backend, device and dtype policy (``records.hardware``),
-    and the float32 matmul setting where a record has one (an accelerator's)."""
+    """CPUs (their model where the record names one: records before 2026-11-29 give only the
+    architecture) and system, then the Keras backend, device and dtype policy
+    (``records.hardware``), and the float32 matmul setting where a record has one (an
+    accelerator's)."""
     precision = machine.get("matmul_precision")
+    cpu = machine.get("processor") or machine["machine"]
+    if cpu != machine["machine"]:
+        cpu = f"{machine['machine']}, {cpu}"
     return (
-        f"{machine['cpus']} CPUs ({machine['machine']}), {machine['system']}, Keras backend "
+        f"{machine['cpus']} CPUs ({cpu}), {machine['system']}, Keras backend "
         f"{machine['backend']} on {machine['device']}, dtype policy "
         f"{machine.get('dtype_policy', 'none (NumPy)')}"
         + (f", float32 matmuls: {precision}" if precision else "")
