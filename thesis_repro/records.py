@@ -131,9 +131,9 @@ def cpu_model(cpuinfo: str) -> str | None:
     vector instruction set it has (:data:`VECTOR_ISAS`), from the text of ``/proc/cpuinfo``;
     None if it names no model.
 
-    Two hosts that differ here may round differently under the same code and seed: XLA (the
-    language model's ``jit_compile``) compiles for the CPU it runs on, e.g. with AVX-512 where
-    there is one.
+    Two hosts that differ here may round differently under the same code and seed: the math
+    libraries pick their kernels by instruction set (oneDNN's cap changes a run's numbers:
+    ``scripts/isa_rounding.py``).
     """
     fields: dict[str, str] = {}
     for line in cpuinfo.splitlines():
