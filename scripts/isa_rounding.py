@@ -26,6 +26,7 @@ import sys
 from collections.abc import Sequence
 
 from thesis_repro.records import processor
+from thesis_repro.settings import DATA_ENV
 
 _RUN = """
 import json, sys, tempfile
@@ -41,9 +42,9 @@ json.dump([[e["valid_perplexity"] for e in record["epochs"]],
 def perplexities(seed: int, cap: str | None) -> tuple[list[float], float]:
     """Validation perplexities by epoch and the test perplexity of the `smoke` run of ``seed``,
     trained in a fresh process with oneDNN capped at ``cap`` (None: uncapped)."""
-    env = {key: value for key, value in os.environ.items() if key != "ONEDNN_MAX_CPU_ISA"}
+    # without DATA_ENV: the synthetic corpus, the same on every machine
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", DATA_ENV)}
     env |= {"TF_CPP_MIN_LOG_LEVEL": "2"} | ({"ONEDNN_MAX_CPU_ISA": cap} if cap else {})
-    env.pop("THESIS_REPRO_DATA", None)  # the synthetic corpus: the same on every machine
     done = subprocess.run(
         [sys.executable, "-c", _RUN.format(seed=seed)],
         env=env,
