@@ -918,3 +918,26 @@ def test_temporal_order_bounds_file_is_what_the_script_computes():
         entropy = -(xy * np.log(xy / mixed) + yx * np.log(yx / mixed)) / n
         assert row["orderless_loss_floor"] == pytest.approx(entropy)
         assert row["test_loss"] >= row["orderless_loss_floor"] - 0.005  # order-blind, as 2.4
+
+
+def test_variable_length_run_trains_when_its_first_two_batches_share_a_padded_length(tmp_path):
+    """Keras's ``PyDataset`` adapter reads its ``tf.data`` signature off the first two batches
+    (keras-team/keras#19748): when they share a padded length, the time axis became fixed and
+    the first batch of another length crashed the run (a resumed paper run did, at epoch 61).
+    The variable-length batches must reach the model whatever the first two look like."""
+    config = ffattention.RunConfig(
+        "variable", "addition", 50, "mean", 1e-3, max_epochs=1, steps_per_epoch=6,
+        batch_size=4, test_size=8, max_length=1200,
+    )  # fmt: skip
+    make = ffattention.train.train_batch_fn(config)
+
+    def width(seed: int, k: int) -> int:
+        return make(np.random.default_rng([seed, 7919, k]))[0]["x"].shape[1]
+
+    seed = next(
+        s
+        for s in range(100)
+        if width(s, 0) == width(s, 1) and len({width(s, k) for k in range(6)}) > 1
+    )
+    record = ffattention.run(dataclasses.replace(config, seed=seed), tmp_path, verbose=0)
+    assert record["finished"] and len(record["epochs"]) == 1

@@ -73,18 +73,28 @@ class FreshBatches(keras.utils.PyDataset):
     does not wait for the host: a Raffel & Ellis batch at T0 = 10,000 takes ~10 ms to generate
     (``settings.data_workers``). This look-ahead is our own, not Keras's ``workers``: Keras's
     enqueuer restarts at batch 0 every epoch, and this dataset spans all of a run's epochs.
-    The batches, and so the run, are the same for any ``workers``. Pass ``shuffle=False`` to
-    ``fit``.
+    The batches, and so the run, are the same for any ``workers``. Pass :meth:`fit_input` and
+    ``shuffle=False`` to ``fit``.
+
+    ``lengths_vary``: axis 1 of the inputs (the time axis; every array of a batch's first
+    element) changes from batch to batch, as in the variable-length experiment.
     """
 
     def __init__(
-        self, make_batch: BatchFn, seed: int, steps: int, start_step: int = 0, workers: int = 1
+        self,
+        make_batch: BatchFn,
+        seed: int,
+        steps: int,
+        start_step: int = 0,
+        workers: int = 1,
+        lengths_vary: bool = False,
     ) -> None:
         super().__init__()
         if steps < 1 or workers < 1:
             raise ValueError(f"steps and workers must be at least 1, got {steps}, {workers}.")
         self.make_batch, self.seed = make_batch, int(seed)
         self.steps, self.start_step = int(steps), int(start_step)
+        self.lengths_vary = bool(lengths_vary)
         self.ahead = int(workers)
         self._pool = ThreadPoolExecutor(workers) if workers > 1 else None
         self._pending: dict[int, Future] = {}
@@ -108,6 +118,30 @@ class FreshBatches(keras.utils.PyDataset):
             if k not in self._pending:
                 self._pending[k] = self._pool.submit(self.batch, k)
         return self._pending.pop(index).result()
+
+    def fit_input(self) -> Any:
+        """What to pass to ``model.fit``: this dataset, or on the TensorFlow backend, when
+        ``lengths_vary``, a ``tf.data`` view of it whose signature leaves the time axis open.
+        Keras's adapter reads the signature off the first two batches and fixes every axis on
+        which they agree (keras-team/keras#19748): two batches of one padded length made the
+        next of another length crash the run. The batches and their order are the same."""
+        if not self.lengths_vary or keras.backend.backend() != "tensorflow":
+            return self
+        import tensorflow as tf
+
+        def spec(array: Any, open_axes: tuple[int, ...]) -> Any:
+            shape = [None if axis in open_axes else n for axis, n in enumerate(np.shape(array))]
+            return tf.TensorSpec(shape, tf.as_dtype(np.asarray(array).dtype))
+
+        inputs, *rest = self.batch(0)
+        signature = (
+            keras.tree.map_structure(lambda a: spec(a, (0, 1)), inputs),
+            *(keras.tree.map_structure(lambda a: spec(a, (0,)), part) for part in rest),
+        )
+        batches = tf.data.Dataset.from_generator(
+            lambda: (self[index] for index in range(self.steps)), output_signature=signature
+        )
+        return batches.prefetch(tf.data.AUTOTUNE)  # as Keras's adapter does
 
     def close(self) -> None:
         """Stop the look-ahead threads (after ``fit``)."""

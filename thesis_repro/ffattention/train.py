@@ -208,10 +208,11 @@ def run(
             steps=(config.max_epochs - done) * config.steps_per_epoch,
             start_step=done * config.steps_per_epoch,
             workers=data_workers(device),
+            lengths_vary=config.experiment == "variable",
         )
         try:
             model.fit(
-                batches,
+                batches.fit_input(),
                 steps_per_epoch=config.steps_per_epoch,
                 epochs=config.max_epochs,
                 initial_epoch=done,
