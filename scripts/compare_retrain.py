@@ -77,6 +77,11 @@ def compare(first: dict[str, Any], again: dict[str, Any]) -> list[str]:
         if epochs
         else set()
     )
+    counts = len(first.get("epochs", [])), len(again.get("epochs", []))
+    if counts[0] != counts[1]:
+        lines.append(
+            f"  epochs: {counts[0]} first, {counts[1]} retrained; the first {len(epochs)} compared"
+        )
     identical = True
     for metric in metrics:
         pairs = [(_numbers(a)[metric], _numbers(b)[metric]) for a, b in epochs]
@@ -100,7 +105,12 @@ def compare(first: dict[str, Any], again: dict[str, Any]) -> list[str]:
         identical &= a == b
         verdict = "identical" if a == b else f"relative difference {relative(a, b):.2g}"
         lines.append(f"  summary {key}: {a:.6g} first, {b:.6g} retrained ({verdict})")
-    lines.append("bit-identical" if identical else "not bit-identical")
+    if not identical:
+        lines.append("not bit-identical")
+    elif counts[0] != counts[1]:
+        lines.append(f"identical in the {len(epochs)} epochs both have")
+    else:
+        lines.append("bit-identical")
     return lines
 
 

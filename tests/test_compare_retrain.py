@@ -55,6 +55,11 @@ def test_compare_retrain_finds_the_first_differing_epoch_and_ignores_timings(tmp
     assert "valid_perplexity: identical over 3 epochs" in same
     assert same.rstrip().endswith("\nbit-identical")
 
+    record.write_text(_record([400.0, 300.0], 150.0, seconds=2.0))
+    unfinished = _compare(repo, record)
+    assert "epochs: 3 first, 2 retrained; the first 2 compared" in unfinished
+    assert unfinished.rstrip().endswith("\nidentical in the 2 epochs both have")
+
     record.write_text(_record([400.0, 300.0, 202.0], 151.5, seconds=2.0))
     _git(repo, "commit", "-qam", "retrained")
     other = _compare(repo, record)
