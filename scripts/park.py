@@ -9,6 +9,14 @@ resumes each parked run from its newest committed checkpoint (``training.resume`
     python scripts/park.py            # results/; or: python scripts/park.py RESULTS
     git commit -m "Park the unfinished runs"
 
+``--commit`` commits what it staged itself (the subject names each run and its epoch), and
+``--every MINUTES`` parks and commits again every MINUTES until stopped, so that a session cut
+off while a run trains loses at most that many minutes of it (a session once lost 19 epochs of
+a variable-length run that way: the record's newer epochs came back, the git-ignored checkpoint
+did not)::
+
+    nohup python scripts/park.py --every 15 > /tmp/park.log 2>&1 &
+
 A Raffel & Ellis checkpoint is ~0.2 MB; checkpoints over ``--max-mib`` (an LM `paper` one: 25-60
 MB) are not staged, and their runs resume only on the machine that holds them. Checkpoints
 committed by an earlier park that are gone from the tree (the run went on, or finished and
@@ -93,17 +101,55 @@ def _settled_or_missing(record_path: Path | None) -> bool:
         return False
 
 
+def commit_parked(staged: list[Path]) -> str | None:
+    """Commit the index ``park`` staged; the commit's subject, or None when nothing changed."""
+    if not _git("diff", "--cached", "--name-only"):
+        return None
+    runs = [
+        f"{p.stem} at epoch {len(load_record(p).get('epochs', []))}"
+        for p in sorted(p for p in staged if p.suffix == ".json" and p.exists())
+    ]
+    subject = f"Park {', '.join(runs)}" if runs else "Park: parked checkpoints no longer needed"
+    _git("commit", "-q", "-m", f"{subject} (scripts/park.py)")
+    return subject
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
     parser.add_argument(
         "--max-mib", type=float, default=2.0, help="largest checkpoint to stage (default 2)"
     )
+    parser.add_argument(
+        "--commit", action="store_true", help="commit what was staged (the index must be clean)"
+    )
+    parser.add_argument(
+        "--every",
+        type=float,
+        metavar="MINUTES",
+        help="park and commit again every MINUTES until stopped (implies --commit)",
+    )
     args = parser.parse_args()
     if not args.results.is_dir():
         parser.error(f"{args.results} is not a folder")
-    for path in park(args.results, args.max_mib):
-        print(f"staged: {path}" if path.exists() else f"staged deleted: {path}")
+    if args.every is not None and args.every <= 0:
+        parser.error("--every takes a positive number of minutes")
+    commit = args.commit or args.every is not None
+    if commit and _git("diff", "--cached", "--name-only"):
+        parser.error("the index already holds staged changes; commit or unstage them first")
+    while True:
+        if commit and _git("diff", "--cached", "--name-only"):  # someone else's, staged since
+            print("skipped: the index holds staged changes", file=sys.stderr, flush=True)
+            time.sleep(args.every * 60)
+            continue
+        staged = park(args.results, args.max_mib)
+        for path in staged:
+            print(f"staged: {path}" if path.exists() else f"staged deleted: {path}")
+        if commit and (subject := commit_parked(staged)):
+            print(f"committed: {subject}", flush=True)
+        if args.every is None:
+            return
+        time.sleep(args.every * 60)
 
 
 if __name__ == "__main__":

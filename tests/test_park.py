@@ -3,6 +3,7 @@ clone resumes the run instead of starting it over (issue 15)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,52 @@ def test_park_refuses_a_folder_that_is_not_there(tmp_path: Path):
         [sys.executable, str(SCRIPT), "nowhere"], cwd=tmp_path, capture_output=True, text=True
     )
     assert result.returncode == 2 and "nowhere is not a folder" in result.stderr
+
+
+def test_park_commit_commits_what_it_staged_and_nothing_when_nothing_changed(tmp_path: Path):
+    """``--commit``: one commit naming each parked run and its epoch; run again with nothing
+    new, no commit; with someone else's change staged, it refuses rather than commit that."""
+    repo = tmp_path / "repo"
+    _git(tmp_path, "init", "-q", str(repo))
+    (repo / ".gitignore").write_text("/results/**/checkpoints/\n")
+    _git(repo, "add", ".gitignore")
+    _git(repo, "commit", "-qm", "start")
+    _run(repo / "results" / "grid", "going", 2)
+    env = {
+        **os.environ,
+        **{
+            f"GIT_{who}_{what}": "t"
+            for who in ("AUTHOR", "COMMITTER")
+            for what in ("NAME", "EMAIL")
+        },
+    }
+
+    def park_commit() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), "--commit"],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+
+    result = park_commit()
+    assert result.returncode == 0, result.stderr
+    assert _git(repo, "log", "-1", "--format=%s").strip() == (
+        "Park going at epoch 2 (scripts/park.py)"
+    )
+    assert set(_git(repo, "show", "--name-only", "--format=", "HEAD").split()) == {
+        "results/grid/going.json",
+        "results/grid/checkpoints/going-epoch1.keras",
+        "results/grid/checkpoints/going-epoch2.keras",
+    }
+    assert not _git(repo, "status", "--porcelain")
+
+    assert park_commit().returncode == 0
+    assert _git(repo, "rev-list", "--count", "HEAD").strip() == "2"
+
+    (repo / "notes.txt").write_text("mine")
+    _git(repo, "add", "notes.txt")
+    result = park_commit()
+    assert result.returncode == 2 and "the index already holds staged changes" in result.stderr
+    assert _git(repo, "rev-list", "--count", "HEAD").strip() == "2"
