@@ -7,10 +7,12 @@ future tables end to end, exact re-scoring, ``evaluate`` and the attention figur
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import keras
 import numpy as np
@@ -321,6 +323,17 @@ def test_cli_help_lists_future_options(capsys: pytest.CaptureFixture) -> None:
 
 
 EVALS = (2, 5, 20, lm.SENTENCE)
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _breakdown_script() -> Any:
+    """``scripts/prefix_length_breakdown.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "breakdown", SCRIPTS / "prefix_length_breakdown.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -406,6 +419,54 @@ def test_trained_prefix_reproduces_the_test_perplexity_exactly(future_results: P
         summary = _summary(future_results, table, model)
         assert summary["eval_prefix"][trained] == summary["test_perplexity"]  # exactly
         assert summary["eval_prefix"]["sentence"] != summary["test_perplexity"]
+
+
+def test_per_target_nll_averages_to_perplexity_and_breaks_it_down_by_prefix_length() -> None:
+    """``lm.target_nll`` over ``lm.scored_inputs`` (NumPy log-softmax of predicted logits)
+    against ``lm.perplexity`` (``model.evaluate``) for the same untrained position-aware model,
+    and the breakdown script's rows against both."""
+    eos, vocab = 1, 40
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(2, vocab, 600).astype(np.int32)
+    tokens[rng.choice(600, 60, replace=False)] = eos
+    config = lm.RunConfig(
+        "synthetic", "runs", "smoke", 4, 3, embedding_dim=8, hidden=16, position_aware="bias"
+    )
+    model = lm.build_model(config, vocab, jit_compile=False)
+    model.get_layer("attention").distance_bias.assign([0.5, 0.0, -0.5])  # not uniform
+    scores = {}
+    for eval_prefix in (None, 2, lm.SENTENCE):
+        targets, inputs = lm.scored_inputs(tokens, config, eval_prefix, eos)
+        nll = lm.target_nll(model, inputs, tokens[targets], batch_size=70)
+        assert len(nll) == len(targets) and np.all(nll > 0)
+        scores[eval_prefix] = lm.perplexity(model, tokens, config, 70, eval_prefix, eos)
+        assert np.exp(nll.mean()) == pytest.approx(scores[eval_prefix], rel=1e-5)
+
+    table = _breakdown_script().breakdown_table(model, tokens, config, eos, [2], (1, 2, 5))
+    header, _, *rows = table.strip().splitlines()
+    assert header.split(" | ")[2:5] == ["sentence", "sentence without <eos>", "2 words"]
+    cells = {row.split(" | ")[0].strip("| "): row.split(" | ") for row in rows}
+    assert list(cells) == ["1", "2-4", "5+", "all"]
+    assert sum(float(cells[k][1]) for k in ("1", "2-4", "5+")) == pytest.approx(1, abs=2e-3)
+    assert cells["all"][1] == "1.000"
+    for column, eval_prefix in ((2, lm.SENTENCE), (4, 2), (5, None)):
+        assert float(cells["all"][column]) == pytest.approx(scores[eval_prefix], abs=0.006)
+    assert cells["1"][2] == cells["1"][3]  # the <eos> alone is kept: nothing else to score with
+    assert cells["1"][-1] == "1.000 (1.000) |"  # one word takes all the attention
+
+
+def test_without_farthest_eos_masks_only_an_eos_that_is_not_alone() -> None:
+    breakdown = _breakdown_script()
+    eos = 3
+    inputs = {
+        "window": np.zeros((3, 2), np.int32),
+        "prefix": np.array([[5, 6, eos], [eos, 0, 0], [5, 6, 7]], np.int32),
+        "prefix_length": np.array([3, 1, 3], np.int32),
+    }
+    out = breakdown.without_farthest_eos(inputs, eos)
+    assert out["prefix"].tolist() == [[5, 6, PAD_ID], [eos, 0, 0], [5, 6, 7]]
+    assert out["prefix_length"].tolist() == [2, 1, 3]
+    assert inputs["prefix"][0, 2] == eos  # the input is left as it was
 
 
 def test_the_trained_prefix_cell_needs_no_eval_scores(future_results: Path) -> None:

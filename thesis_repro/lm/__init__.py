@@ -130,6 +130,8 @@ from thesis_repro.lm.evaluate import (
     perplexity,
     prefix_words,
     reusing_eval_prefixes,
+    scored_inputs,
+    target_nll,
     unscored_evals,
 )
 from thesis_repro.lm.examples import make_examples, show_attention
@@ -286,6 +288,7 @@ __all__ = [
     "reusing_eval_prefixes",
     "run",
     "run_grid",
+    "scored_inputs",
     "scored_targets",
     "show_attention",
     "summarize",
@@ -294,5 +297,6 @@ __all__ = [
     "table_eval_prefixes",
     "table_runs",
     "table_sources",
+    "target_nll",
     "unscored_evals",
 ]

@@ -1,6 +1,7 @@
-"""Scoring language models (thesis 3.2.3, 4.2): perplexity over a part's scored targets, the
-eval prefixes (which a run is scored at, and their order in a record), the prefix-length
-generalisation scores of a finished run, and loading a finished run's model.
+"""Scoring language models (thesis 3.2.3, 4.2): perplexity over a part's scored targets (and
+per target: ``scored_inputs``, ``target_nll``), the eval prefixes (which a run is scored at, and
+their order in a record), the prefix-length generalisation scores of a finished run, and loading
+a finished run's model.
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import numpy as np
 
 from thesis_repro.corpus import EOS, Corpus
 from thesis_repro.files import write_json_atomic
-from thesis_repro.lm.batches import PAD_ID, ScoreBatches, scored_targets, sentence_starts
+from thesis_repro.lm.batches import (
+    PAD_ID,
+    ScoreBatches,
+    scored_targets,
+    sentence_starts,
+    window_inputs,
+)
 from thesis_repro.lm.config import (
     EVAL_PREFIXES,
     FUTURE_TABLES,
@@ -112,14 +119,52 @@ def perplexity(
     without ``<eos>`` is one sentence).
     """
 
-    targets = scored_targets(len(tokens), config.first_target)
-    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
-    bound = sentence_starts(tokens, boundary) if config.bounded else None
+    targets, prefix, starts, bound = _scoring(tokens, config, eval_prefix, boundary)
     batches = ScoreBatches(
         tokens, targets, config.order, prefix, batch_size, starts, bound, boundary or PAD_ID
     )
     nll = model.evaluate(batches, verbose=0, return_dict=True)["nll"]
     return float(math.exp(nll))
+
+
+def scored_inputs(
+    tokens: np.ndarray,
+    config: RunConfig,
+    eval_prefix: int | str | None = None,
+    boundary: int | None = None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The scored targets of ``tokens`` and the model inputs ``perplexity`` feeds for them
+    under ``eval_prefix`` (all at once: ~0.8 KB a target with a ``"sentence"`` prefix)."""
+    targets, prefix, starts, bound = _scoring(tokens, config, eval_prefix, boundary)
+    inputs = window_inputs(tokens, targets, config.order, prefix, starts, bound, boundary or PAD_ID)
+    return targets, inputs
+
+
+def target_nll(
+    model: Any, inputs: dict[str, np.ndarray], words: np.ndarray, batch_size: int = 1000
+) -> np.ndarray:
+    """Per target, ``-log softmax(logits)[word]`` in float64 (thesis 3.2.3): the terms whose
+    mean ``perplexity`` exponentiates, for breaking a perplexity down by target."""
+    words = np.asarray(words)
+    nll = np.empty(len(words))
+    for start in range(0, len(words), batch_size):
+        batch = {name: value[start : start + batch_size] for name, value in inputs.items()}
+        logits = np.asarray(model.predict_on_batch(batch), np.float64)
+        top = logits.max(axis=1)
+        logsumexp = top + np.log(np.exp(logits - top[:, None]).sum(axis=1))
+        chosen = logits[np.arange(len(logits)), words[start : start + batch_size]]
+        nll[start : start + batch_size] = logsumexp - chosen
+    return nll
+
+
+def _scoring(
+    tokens: np.ndarray, config: RunConfig, eval_prefix: int | str | None, boundary: int | None
+) -> tuple[np.ndarray, int, np.ndarray | None, np.ndarray | None]:
+    """Scored targets, prefix width, ``starts`` and ``bound`` (``window_inputs``) of a part."""
+    targets = scored_targets(len(tokens), config.first_target)
+    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
+    bound = sentence_starts(tokens, boundary) if config.bounded else None
+    return targets, prefix, starts, bound
 
 
 def _eval_inputs(
