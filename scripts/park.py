@@ -140,13 +140,12 @@ def main() -> None:
     while True:
         if commit and _git("diff", "--cached", "--name-only"):  # someone else's, staged since
             print("skipped: the index holds staged changes", file=sys.stderr, flush=True)
-            time.sleep(args.every * 60)
-            continue
-        staged = park(args.results, args.max_mib)
-        for path in staged:
-            print(f"staged: {path}" if path.exists() else f"staged deleted: {path}")
-        if commit and (subject := commit_parked(staged)):
-            print(f"committed: {subject}", flush=True)
+        else:
+            staged = park(args.results, args.max_mib)
+            for path in staged:
+                print(f"staged: {path}" if path.exists() else f"staged deleted: {path}")
+            if commit and (subject := commit_parked(staged)):
+                print(f"committed: {subject}", flush=True)
         if args.every is None:
             return
         time.sleep(args.every * 60)

@@ -58,14 +58,8 @@ def farthest_weight(
 ) -> np.ndarray:
     """The attention weight alpha of each prefix's farthest word (thesis 2.2.2)."""
     alpha_model = keras.Model(model.inputs, model.get_layer("attention").output[1])
-    farthest = np.maximum(inputs["prefix_length"] - 1, 0)
-    weights = np.empty(len(farthest))
-    for start in range(0, len(farthest), batch_size):
-        batch = {name: value[start : start + batch_size] for name, value in inputs.items()}
-        alpha = np.asarray(alpha_model.predict_on_batch(batch))
-        rows = np.arange(len(alpha))
-        weights[start : start + batch_size] = alpha[rows, farthest[start : start + batch_size]]
-    return weights
+    alpha = np.asarray(alpha_model.predict(inputs, batch_size=batch_size, verbose=0))
+    return alpha[np.arange(len(alpha)), np.maximum(inputs["prefix_length"] - 1, 0)]
 
 
 def breakdown(path: Path, fixed: Sequence[int], edges: Sequence[int] = EDGES) -> str:

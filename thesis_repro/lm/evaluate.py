@@ -185,12 +185,11 @@ def prefix_words(
     tokens: np.ndarray, config: RunConfig, eval_prefix: int | str, boundary: int | None
 ) -> float:
     """Mean number of real prefix words per scored target under ``eval_prefix``."""
-    targets = scored_targets(len(tokens), config.first_target)
-    prefix, starts = _eval_inputs(tokens, config, eval_prefix, boundary)
+    targets, prefix, starts, bound = _scoring(tokens, config, eval_prefix, boundary)
     nearest = targets - config.order  # position of the first prefix word
     first = starts[np.maximum(nearest, 0)] if starts is not None else np.zeros_like(nearest)
-    if config.bounded:  # nothing before the target's sentence (window_inputs)
-        first = np.maximum(first, sentence_starts(tokens, boundary)[targets - 1])
+    if bound is not None:  # nothing before the target's sentence (window_inputs)
+        first = np.maximum(first, bound[targets - 1])
     return float(np.clip(nearest - first + 1, 0, prefix).mean())
 
 
