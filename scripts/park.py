@@ -15,7 +15,14 @@ off while a run trains loses at most that many minutes of it (a session once los
 a variable-length run that way: the record's newer epochs came back, the git-ignored checkpoint
 did not)::
 
-    nohup python scripts/park.py --every 15 > /tmp/park.log 2>&1 &
+    nohup python scripts/park.py --every 10 --render > /tmp/park.log 2>&1 &
+
+Every park commit changes a committed record, so the committed report no longer matches the
+records, and CI's ``tests/test_report_identical.py`` fails on a session cut off after it (one
+such submission failed CI). ``--render`` therefore renders the report after each park commit
+from the committed records, in a git worktree of that commit (the running record here may be
+newer), and commits what rendering changed (``render_committed``); it skips that while a file
+rendering would change has uncommitted edits here.
 
 A Raffel & Ellis checkpoint is ~0.2 MB; checkpoints over ``--max-mib`` (an LM `paper` one: 25-60
 MB) are not staged, and their runs resume only on the machine that holds them. Checkpoints
@@ -29,17 +36,26 @@ the record logs it, so a staged record never names a checkpoint that was not sta
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from thesis_repro.records import CorruptRecord, load_record, settled
 from thesis_repro.training import CHECKPOINT_NAME, checkpoint_record_path, unfinished_checkpoints
 
+#: The report, rendered from the records of the folder it runs in (``python -m thesis_repro``).
+RENDER_REPORT = (sys.executable, "-m", "thesis_repro", "report")
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout
+
+def _git(*args: str, cwd: Path | None = None) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def checkpoints_of(record_path: Path) -> list[Path]:
@@ -50,6 +66,10 @@ def checkpoints_of(record_path: Path) -> list[Path]:
         for p in folder.glob(f"{record_path.stem}-*.keras")
         if (m := CHECKPOINT_NAME.fullmatch(p.name)) and m["stem"] == record_path.stem
     )
+
+
+class StillWriting(Exception):
+    """A run wrote its record or a checkpoint each time it was staged (``stage_run``)."""
 
 
 def stage_run(record_path: Path, attempts: int = 30, wait: float = 2.0) -> list[Path]:
@@ -64,7 +84,7 @@ def stage_run(record_path: Path, attempts: int = 30, wait: float = 2.0) -> list[
         if current and all(p.stat().st_mtime <= stamp for p in files[1:] if p.exists()):
             return files
         time.sleep(wait)
-    raise SystemExit(f"{record_path}: its run keeps writing it; stop the run and park again")
+    raise StillWriting(f"{record_path}: its run keeps writing it; stop the run and park again")
 
 
 def park(results: Path, max_mib: float) -> list[Path]:
@@ -114,6 +134,43 @@ def commit_parked(staged: list[Path]) -> str | None:
     return subject
 
 
+def render_committed(command: Sequence[str] = RENDER_REPORT) -> str | None:
+    """Run ``command`` (the report, niced) in a worktree of HEAD and commit here the files it
+    changed or added there, so that the committed report is rendered from the committed
+    records; the commit's subject, or None when nothing changed, rendering failed or a file it
+    changed has uncommitted edits here (they are left alone)."""
+    root = Path(_git("rev-parse", "--show-toplevel").strip())
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "render"
+        _git("worktree", "add", "-q", "--detach", str(tree), "HEAD")
+        try:
+            result = subprocess.run(
+                command, cwd=tree, capture_output=True, text=True, preexec_fn=lambda: os.nice(19)
+            )
+            if result.returncode:
+                print(f"render failed:\n{result.stderr[-2000:]}", file=sys.stderr, flush=True)
+                return None
+            entries = _git("status", "--porcelain", "-z", "--untracked-files=all", cwd=tree)
+            changed = [entry[3:] for entry in entries.split("\0") if entry]
+            if not changed:
+                return None
+            if dirty := _git("status", "--porcelain", "--", *changed, cwd=root):
+                print(f"not rendered (uncommitted edits here):\n{dirty}", file=sys.stderr)
+                return None
+            for name in changed:
+                if (tree / name).exists():
+                    (root / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(tree / name, root / name)
+                else:
+                    (root / name).unlink(missing_ok=True)
+        finally:
+            _git("worktree", "remove", "--force", str(tree))
+    _git("add", "-A", "--", *changed, cwd=root)
+    subject = "Report rendered from the parked records (scripts/park.py --render)"
+    _git("commit", "-q", "-m", subject, cwd=root)
+    return subject
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", type=Path, default=Path("results"))
@@ -129,23 +186,38 @@ def main() -> None:
         metavar="MINUTES",
         help="park and commit again every MINUTES until stopped (implies --commit)",
     )
+    parser.add_argument(
+        "--render",
+        action="store_true",
+        help="after each park commit, render the report from the committed records and commit "
+        "it (the committed report then matches them; implies --commit)",
+    )
     args = parser.parse_args()
     if not args.results.is_dir():
         parser.error(f"{args.results} is not a folder")
     if args.every is not None and args.every <= 0:
         parser.error("--every takes a positive number of minutes")
-    commit = args.commit or args.every is not None
+    commit = args.commit or args.every is not None or args.render
     if commit and _git("diff", "--cached", "--name-only"):
         parser.error("the index already holds staged changes; commit or unstage them first")
     while True:
         if commit and _git("diff", "--cached", "--name-only"):  # someone else's, staged since
             print("skipped: the index holds staged changes", file=sys.stderr, flush=True)
         else:
-            staged = park(args.results, args.max_mib)
+            try:
+                staged = park(args.results, args.max_mib)
+            except StillWriting as error:
+                if args.every is None:
+                    raise SystemExit(str(error)) from None
+                _git("reset", "-q")  # the index was clean: drop this round's staging
+                print(f"skipped this round: {error}", file=sys.stderr, flush=True)
+                staged = []
             for path in staged:
                 print(f"staged: {path}" if path.exists() else f"staged deleted: {path}")
             if commit and (subject := commit_parked(staged)):
                 print(f"committed: {subject}", flush=True)
+                if args.render and (rendered := render_committed()):
+                    print(f"committed: {rendered}", flush=True)
         if args.every is None:
             return
         time.sleep(args.every * 60)

@@ -3,6 +3,7 @@ clone resumes the run instead of starting it over (issue 15)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -140,3 +141,52 @@ def test_park_commit_commits_what_it_staged_and_nothing_when_nothing_changed(tmp
     result = park_commit()
     assert result.returncode == 2 and "the index already holds staged changes" in result.stderr
     assert _git(repo, "rev-list", "--count", "HEAD").strip() == "2"
+
+
+def _park_module():
+    spec = importlib.util.spec_from_file_location("park_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_render_committed_renders_the_committed_records_and_spares_uncommitted_edits(
+    tmp_path: Path, monkeypatch
+):
+    """``--render``: the report is rendered in a worktree of HEAD, so it reads the parked
+    (committed) record, not the newer one the run has written here since; what rendering
+    changed is committed, and nothing is while a file it would change has uncommitted edits."""
+    park = _park_module()
+    repo = tmp_path / "repo"
+    _git(tmp_path, "init", "-q", str(repo))
+    (repo / "REPORT.md").write_text("never rendered\n")
+    record = repo / "results" / "grid" / "going.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"epochs": [1, 2]}')
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "park at epoch 2")
+    record.write_text('{"epochs": [1, 2, 3]}')  # the run went on here, uncommitted
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "t")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "t@t")
+    monkeypatch.chdir(repo)
+    render = (
+        sys.executable,
+        "-c",
+        "import json, pathlib; n = len(json.load(open('results/grid/going.json'))['epochs']);"
+        "pathlib.Path('REPORT.md').write_text(f'{n} epochs\\n');"
+        "pathlib.Path('figures').mkdir(); pathlib.Path('figures/f.pdf').write_text('pdf')",
+    )
+
+    assert park.render_committed(render) is not None
+    assert _git(repo, "show", "HEAD:REPORT.md") == "2 epochs\n"
+    assert _git(repo, "show", "HEAD:figures/f.pdf") == "pdf"
+    assert _git(repo, "status", "--porcelain").split() == ["M", "results/grid/going.json"]
+    assert not _git(repo, "worktree", "list").count("\n") > 1  # its worktree is gone
+    assert park.render_committed(render) is None  # nothing new to render
+
+    _git(repo, "commit", "-qam", "park at epoch 3")
+    (repo / "REPORT.md").write_text("my edit\n")
+    assert park.render_committed(render) is None
+    assert (repo / "REPORT.md").read_text() == "my edit\n"
+    assert _git(repo, "show", "HEAD:REPORT.md") == "2 epochs\n"
