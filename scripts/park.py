@@ -24,13 +24,15 @@ from the committed records, in a git worktree of that commit (the running record
 newer), and commits what rendering changed (``render_committed``); it skips that while a file
 rendering would change has uncommitted edits here.
 
-A Raffel & Ellis checkpoint is ~0.2 MB; checkpoints over ``--max-mib`` (an LM `paper` one: 25-60
-MB) are not staged, and their runs resume only on the machine that holds them. Checkpoints
-committed by an earlier park that are gone from the tree (the run went on, or finished and
-deleted them), or whose run has finished or failed since (here, or on a device whose record
-came back), are removed and staged as deleted. A record whose run is writing it while it is
-staged is staged again until the record and its checkpoints agree (a checkpoint is saved before
-the record logs it, so a staged record never names a checkpoint that was not staged with it).
+A Raffel & Ellis checkpoint is ~0.2 MB; checkpoints over ``--max-mib`` (an LM `paper` one:
+25-60 MB) are not staged, and their runs resume only on the machine that holds them.
+Checkpoints committed by an earlier park that are gone from the tree (the run went on, or
+finished and deleted them), or whose run has finished or failed since (here, or on a device
+whose record came back), are removed and staged as deleted; a committed record whose run has
+finished or failed here since is staged too (its result must survive the session, its
+checkpoints need not). A record whose run is writing it while it is staged is staged again
+until the record and its checkpoints agree (a checkpoint is saved before the record logs it, so
+a staged record never names a checkpoint that was not staged with it).
 """
 
 from __future__ import annotations
@@ -109,12 +111,21 @@ def park(results: Path, max_mib: float) -> list[Path]:
     ]
     if settled_elsewhere:
         _git("rm", "-q", "-f", "--", *settled_elsewhere)
-    return staged + [Path(p) for p in gone + settled_elsewhere]
+    finished = [  # committed unfinished by an earlier park, settled here since: its result
+        p
+        for p in _git("ls-files", "--modified", "--", f"{results}/**/*.json").split()
+        if Path(p).exists() and _settled(Path(p))
+    ]
+    if finished:
+        _git("add", "--", *finished)
+    return staged + [Path(p) for p in gone + settled_elsewhere + finished]
 
 
 def _settled_or_missing(record_path: Path | None) -> bool:
-    if record_path is None or not record_path.exists():
-        return True
+    return record_path is None or not record_path.exists() or _settled(record_path)
+
+
+def _settled(record_path: Path) -> bool:
     try:
         return settled(load_record(record_path))
     except CorruptRecord:
@@ -125,10 +136,11 @@ def commit_parked(staged: list[Path]) -> str | None:
     """Commit the index ``park`` staged; the commit's subject, or None when nothing changed."""
     if not _git("diff", "--cached", "--name-only"):
         return None
-    runs = [
-        f"{p.stem} at epoch {len(load_record(p).get('epochs', []))}"
-        for p in sorted(p for p in staged if p.suffix == ".json" and p.exists())
-    ]
+    runs = []
+    for path in sorted(p for p in staged if p.suffix == ".json" and p.exists()):
+        record = load_record(path)
+        done = " (finished)" if settled(record) else ""
+        runs.append(f"{path.stem} at epoch {len(record.get('epochs', []))}{done}")
     subject = f"Park {', '.join(runs)}" if runs else "Park: parked checkpoints no longer needed"
     _git("commit", "-q", "-m", f"{subject} (scripts/park.py)")
     return subject

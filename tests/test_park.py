@@ -136,11 +136,28 @@ def test_park_commit_commits_what_it_staged_and_nothing_when_nothing_changed(tmp
     assert park_commit().returncode == 0
     assert _git(repo, "rev-list", "--count", "HEAD").strip() == "2"
 
+    going = RunRecord(repo / "results/grid/going.json", {"run": "going"}).start("train")
+    going.log_epoch(2, {"loss": 0.3}, 1.0)  # its third epoch, then its result: settled
+    going.finish(score=1.0)
+    release(going.path)
+    result = park_commit()
+    assert result.returncode == 0, result.stderr
+    assert _git(repo, "log", "-1", "--format=%s").strip() == (
+        "Park going at epoch 3 (finished) (scripts/park.py)"
+    )
+    assert set(_git(repo, "show", "--name-only", "--format=", "HEAD").split()) == {
+        "results/grid/going.json",
+        "results/grid/checkpoints/going-epoch1.keras",  # no longer needed: deleted
+        "results/grid/checkpoints/going-epoch2.keras",
+    }
+    assert not _git(repo, "ls-files", "results/grid/checkpoints")
+    assert '"finished"' in _git(repo, "show", "HEAD:results/grid/going.json")
+
     (repo / "notes.txt").write_text("mine")
     _git(repo, "add", "notes.txt")
     result = park_commit()
     assert result.returncode == 2 and "the index already holds staged changes" in result.stderr
-    assert _git(repo, "rev-list", "--count", "HEAD").strip() == "2"
+    assert _git(repo, "rev-list", "--count", "HEAD").strip() == "3"
 
 
 def _park_module():
