@@ -152,6 +152,7 @@ def render_committed(command: Sequence[str] = RENDER_REPORT) -> str | None:
     records; the commit's subject, or None when nothing changed, rendering failed or a file it
     changed has uncommitted edits here (they are left alone)."""
     root = Path(_git("rev-parse", "--show-toplevel").strip())
+    _git("worktree", "prune")  # one left by a round killed while rendering
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "render"
         _git("worktree", "add", "-q", "--detach", str(tree), "HEAD")
