@@ -26,6 +26,12 @@ def _git(repo: Path, *args: str) -> str:
     ).stdout
 
 
+def _last_commit(repo: Path) -> tuple[str, set[str]]:
+    """HEAD's subject and the files it changed."""
+    subject = _git(repo, "log", "-1", "--format=%s").strip()
+    return subject, set(_git(repo, "show", "--name-only", "--format=", "HEAD").split())
+
+
 def _run(folder: Path, name: str, epochs: int, finished: bool = False) -> RunRecord:
     record = RunRecord(folder / f"{name}.json", {"run": name}).start("train")
     for epoch in range(epochs):
@@ -123,14 +129,14 @@ def test_park_commit_commits_what_it_staged_and_nothing_when_nothing_changed(tmp
 
     result = park_commit()
     assert result.returncode == 0, result.stderr
-    assert _git(repo, "log", "-1", "--format=%s").strip() == (
-        "Park going at epoch 2 (scripts/park.py)"
+    assert _last_commit(repo) == (
+        "Park going at epoch 2 (scripts/park.py)",
+        {
+            "results/grid/going.json",
+            "results/grid/checkpoints/going-epoch1.keras",
+            "results/grid/checkpoints/going-epoch2.keras",
+        },
     )
-    assert set(_git(repo, "show", "--name-only", "--format=", "HEAD").split()) == {
-        "results/grid/going.json",
-        "results/grid/checkpoints/going-epoch1.keras",
-        "results/grid/checkpoints/going-epoch2.keras",
-    }
     assert not _git(repo, "status", "--porcelain")
 
     assert park_commit().returncode == 0
@@ -142,14 +148,14 @@ def test_park_commit_commits_what_it_staged_and_nothing_when_nothing_changed(tmp
     release(going.path)
     result = park_commit()
     assert result.returncode == 0, result.stderr
-    assert _git(repo, "log", "-1", "--format=%s").strip() == (
-        "Park going at epoch 3 (finished) (scripts/park.py)"
+    assert _last_commit(repo) == (
+        "Park going at epoch 3 (finished) (scripts/park.py)",
+        {
+            "results/grid/going.json",
+            "results/grid/checkpoints/going-epoch1.keras",  # no longer needed: deleted
+            "results/grid/checkpoints/going-epoch2.keras",
+        },
     )
-    assert set(_git(repo, "show", "--name-only", "--format=", "HEAD").split()) == {
-        "results/grid/going.json",
-        "results/grid/checkpoints/going-epoch1.keras",  # no longer needed: deleted
-        "results/grid/checkpoints/going-epoch2.keras",
-    }
     assert not _git(repo, "ls-files", "results/grid/checkpoints")
     assert '"finished"' in _git(repo, "show", "HEAD:results/grid/going.json")
 
@@ -199,7 +205,7 @@ def test_render_committed_renders_the_committed_records_and_spares_uncommitted_e
     assert _git(repo, "show", "HEAD:REPORT.md") == "2 epochs\n"
     assert _git(repo, "show", "HEAD:figures/f.pdf") == "pdf"
     assert _git(repo, "status", "--porcelain").split() == ["M", "results/grid/going.json"]
-    assert not _git(repo, "worktree", "list").count("\n") > 1  # its worktree is gone
+    assert _git(repo, "worktree", "list").count("\n") == 1  # its worktree is gone
     assert park.render_committed(render) is None  # nothing new to render
 
     _git(repo, "commit", "-qam", "park at epoch 3")
