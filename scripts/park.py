@@ -91,7 +91,8 @@ def stage_run(record_path: Path, attempts: int = 30, wait: float = 2.0) -> list[
 
 def park(results: Path, max_mib: float) -> list[Path]:
     """Stage the resumable unfinished runs under ``results`` (checkpoints up to ``max_mib``
-    each) and the deletion of committed checkpoints no longer in the tree; the files staged."""
+    each), the deletion of committed checkpoints gone from the tree or whose run has settled,
+    and committed records whose run has settled since; the files staged."""
     staged: list[Path] = []
     records = {checkpoint_record_path(p) for p in unfinished_checkpoints(results)}
     for record_path in sorted(r for r in records if r is not None):
