@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ import keras
 import numpy as np
 import pytest
 
+from thesis_repro.cli import write_whole_lines
 from thesis_repro.ffattention import cli as ffattention_cli
 from thesis_repro.lm import cli as lm_cli
 from thesis_repro.records import RunFailed, RunRecord
@@ -88,6 +90,44 @@ def test_lm_grid_with_two_jobs_trains_every_run_once(tmp_path):
     assert len(started) == 4, "each run is trained by exactly one worker"
     assert not list(results.rglob("*.lock")), "every lock is released"
     assert "### PTB" in done.stdout, "the parent renders the report once, at the end"
+
+
+class WriteLog(io.RawIOBase):
+    """An unbuffered file that keeps each write it gets."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+def test_every_line_of_a_worker_reaches_the_shared_pipe_in_one_write(monkeypatch):
+    # CI, 2026-12-06: with PYTHONUNBUFFERED=1 a --jobs worker's print wrote the text and the
+    # newline of its [run] line apart, and the other worker's [eval] line landed in between.
+    files = {}
+    for name in ("stdout", "stderr"):
+        files[name] = WriteLog()  # what PYTHONUNBUFFERED=1 makes of sys.stdout, sys.stderr
+        monkeypatch.setattr(sys, name, io.TextIOWrapper(files[name], write_through=True))
+    write_whole_lines()
+    write_whole_lines()  # idempotent: the streams are wrapped once
+    print("[run] a -> a.json")
+    print("two\nlines", "and more")
+    print("error: bad", file=sys.stderr)
+    sys.stdout.write("50%")  # a progress bar: shown at its flush, not held for a newline
+    sys.stdout.flush()
+    sys.stdout.write("\r100%\nepoch 1")
+    print(": done", flush=True)
+    assert files["stdout"].writes == [
+        b"[run] a -> a.json\n", b"two\n", b"lines and more\n", b"50%", b"\r100%\n",
+        b"epoch 1: done\n",
+    ]  # fmt: skip
+    assert files["stderr"].writes == [b"error: bad\n"]
+    assert sys.stdout.writable() and not sys.stdout.isatty(), "the rest is the stream's"
 
 
 def test_leftovers_of_a_killed_process_are_removed_and_only_those(tmp_path):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from thesis_repro.settings import (
     FIGURES_DIR,
@@ -91,9 +91,54 @@ def interrupted() -> int:
     return 130
 
 
+class WholeLines:
+    """A text stream that passes on whole lines only, all those of one ``write`` in one write
+    to ``stream``; the start of a line waits for its newline or for ``flush()`` (progress
+    bars flush). Every other attribute is ``stream``'s."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self._tail = ""
+
+    def write(self, text: str) -> int:
+        pending = self._tail + text
+        cut = pending.rfind("\n") + 1
+        self._tail = pending[cut:]
+        if cut:
+            self.stream.write(pending[:cut])
+            self.stream.flush()
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        self.write("".join(lines))
+
+    def flush(self) -> None:
+        if self._tail:
+            self.stream.write(self._tail)
+            self._tail = ""
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def write_whole_lines() -> None:
+    """Make stdout and stderr pass on whole lines, each in one write (:class:`WholeLines`),
+    so that the lines of processes sharing a pipe never mix: the ``--jobs`` workers of
+    ``runner.run_jobs``. With ``PYTHONUNBUFFERED=1``, ``print`` wrote a line's text and its
+    newline apart and another worker's line could land between them (CI, 2026-12-06: a
+    ``[run]`` line glued behind an ``[eval]`` line)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, WholeLines):
+            setattr(sys, name, WholeLines(stream))
+
+
 def run_main(main: Callable[[], int]) -> int:
     """``main()``, with Ctrl-C ending in :func:`interrupted` instead of a traceback (and
-    stopping the training for sure: ``training.catch_interrupts``)."""
+    stopping the training for sure: ``training.catch_interrupts``); each output line is one
+    write (:func:`write_whole_lines`)."""
+    write_whole_lines()
     catch_interrupts()
     try:
         return main()
