@@ -294,6 +294,9 @@ def test_table_reports_the_median_and_range_over_seeds_and_never_mixes_presets()
     # Fewer than half of the seeds at 100%: the median [range] of the best accuracy.
     table = ffattention.render_table(fast)
     assert "95.0% [95.0–100.0%] best of 2 (lr 0.01; 100% in 1 of 3 seeds; 1 of 4" in table
+    # A seed still running: the epochs behind the accuracies are a range, not the longest run.
+    running = [*fast[:2], _cell_record("paper", 1e-2, 2, [0.9, 0.95, 0.96, 0.97])]
+    assert "best of 2–4 (lr 0.01; 100% in 1 of 3 seeds" in ffattention.render_table(running)
     # Two of three: the median is the slower solved seed's epochs.
     two = [*steady[:2], _cell_record("paper", 1e-3, 2, [0.5, 0.6])]
     assert "**4** [2–4] (lr 0.001; 2 of 3 seeds; 1 of 4" in ffattention.render_table(two)

@@ -52,7 +52,8 @@ def _number(value: float) -> str:
 def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> str:
     """One run: epochs to 100% (bold) or the best test accuracy of its epochs (``95.9% best
     of 10``). Several seeds: the median and range of epochs to 100% (an unsolved seed counts as
-    never), or of the best accuracy.
+    never), or of the best accuracy (``best of 12–100`` where the seeds short of 100% ran for
+    different numbers of epochs, as while one is still running).
     ``notes`` (:func:`coverage_notes`) go into the parenthesis. ``unfinished`` unless
     ``finished`` (every run of the cell, all its learning rates, reached its end): a rate still
     running could beat the one shown."""
@@ -76,7 +77,10 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> s
         spread = f"{_number(solved[0])}–{_number(solved[-1])}"
         return f"**{_number(median)}** [{spread}] ({lr}; {counted}{tail}{status})"
     accuracies = _median_range([100 * s["best_test_accuracy"] for s in summaries])
-    runs = max(s["epochs_run"] for s in summaries)
+    # The epochs behind the accuracies short of 100%: a range while a seed is still running.
+    unsolved = [s for r, s in zip(seeds, summaries, strict=True) if epochs_to_100(r) == math.inf]
+    short = sorted(s["epochs_run"] for s in unsolved)
+    runs = f"{short[0]}–{short[-1]}" if short[0] != short[-1] else str(short[0])
     return f"{accuracies} best of {runs} ({lr}; 100% in {counted}{tail}{status})"
 
 
