@@ -78,8 +78,7 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> s
         return f"**{_number(median)}** [{spread}] ({lr}; {counted}{tail}{status})"
     accuracies = _median_range([100 * s["best_test_accuracy"] for s in summaries])
     # The epochs behind the accuracies short of 100%: a range while a seed is still running.
-    unsolved = [s for r, s in zip(seeds, summaries, strict=True) if epochs_to_100(r) == math.inf]
-    short = sorted(s["epochs_run"] for s in unsolved)
+    short = sorted(s["epochs_run"] for s in summaries if not s["epochs_to_100"])
     runs = f"{short[0]}–{short[-1]}" if short[0] != short[-1] else str(short[0])
     return f"{accuracies} best of {runs} ({lr}; 100% in {counted}{tail}{status})"
 
