@@ -406,6 +406,38 @@ def test_a_partial_cell_says_what_it_lacks():
     assert not cell_runs([], [0, 1, 2]).complete
 
 
+def test_cells_short_of_100_percent_list_every_run_with_its_peak_and_last_epochs():
+    """A cell no seed solved gives one accuracy; the table below it lists every learning rate
+    and seed: the peak, its epoch of the epochs run, the mean of the last 10 epochs (all of a
+    shorter run), bold where the cell reports that run, `unfinished`, `–` for a missing run.
+    Solved cells are not listed, and a table with none has no such section."""
+    rates = ffattention.PRESETS["paper"].learning_rates[1000]
+    solved = [_cell_record("paper", lr, s, [0.5, 1.0]) for lr in rates for s in (0, 1, 2)]
+    short = {"pooling": "mean"}
+    climbing = [i / 20 for i in range(1, 14)]  # peak 65.0% at 13, last 10: (4..13)/20 = 42.5%
+    runs = [
+        _cell_record("paper", rates[0], 0, [0.2, 0.6, 0.4]),
+        _cell_record("paper", rates[1], 0, climbing),
+        _cell_record("paper", rates[0], 1, [0.3, 0.9, 0.8]),
+        {**_cell_record("paper", rates[1], 1, [0.1, 0.2]), "finished": False},
+    ]
+    for record in runs:
+        record["config"].update(short)
+    text = ffattention.render_table([*solved, *runs])
+    title = "### Raffel & Ellis Table 1 (preset `paper`): every run of the cells short of 100%"
+    assert title in text
+    section = text.split(title)[1]
+    seed_0, seed_1 = "60.0% at 2 of 3; last 3: 40.0%", "**90.0% at 2 of 3**; last 3: 66.7%"
+    assert f"| addition, mean, 1000 | {rates[0]:g} | {seed_0} | {seed_1} | – |" in section
+    seed_0, seed_1 = (
+        "**65.0% at 13 of 13**; last 10: 42.5%",
+        "20.0% at 2 of 2, unfinished; last 2: 15.0%",
+    )
+    assert f"| addition, mean, 1000 | {rates[1]:g} | {seed_0} | {seed_1} | – |" in section
+    assert "| addition, attention, 1000 |" not in section, "a solved cell is not listed"
+    assert title not in ffattention.render_table(solved)
+
+
 def test_the_table_says_where_the_papers_one_run_falls_among_our_seeds():
     """Issue 15 (the paper reports one run, we the spread): per finished cell where the paper
     gives epochs, its run lies within our seeds' spread, or every seed is slower (a seed never

@@ -149,6 +149,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
         ]
     if several:
         lines += ["", against_paper(table1, seeds, t0s)]
+    lines += _short_cells_lines(title, table1, seeds, t0s)
     variable = [r for r in records if r["config"]["experiment"] == "variable"]
     if variable:
         lines += _variable_lines(variable, seeds)
@@ -221,6 +222,62 @@ def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) 
         f"{sum(within.values())} ({per_t0})"
         + (f"; all our seeds are {' and '.join(sides)}." if sides else ".")
     )
+
+
+def _short_cells_lines(
+    title: str, table1: list[Record], table_seeds: list[int], t0s: list[int]
+) -> list[str]:
+    """Every run of the Table 1 cells that give an accuracy (no median epochs to 100%): per
+    learning rate and seed its best test accuracy, the epoch of it and the epochs run, and the
+    mean over its last :data:`LAST_EPOCHS` epochs; bold, the run the cell reports for that seed
+    (:func:`best_over_learning_rates`). What a reader needs to weigh a cell no seed solved:
+    whether another rate came close, and how far each run held its peak."""
+    rows = []
+    for task, pooling in PAPER_TABLE1:
+        for t0 in t0s:
+            cell = cell_of(table1, task, pooling, t0)
+            best = best_over_learning_rates(cell)
+            if not cell or float(np.median([epochs_to_100(r) for r in best])) < math.inf:
+                continue
+            for lr in sorted({r["config"]["learning_rate"] for r in cell}):
+                runs = {r["config"]["seed"]: r for r in cell if r["config"]["learning_rate"] == lr}
+                texts = [
+                    _run_accuracy_text(runs[s], reported=any(runs[s] is b for b in best))
+                    if s in runs
+                    else "–"
+                    for s in table_seeds
+                ]
+                rows.append(f"| {task}, {pooling}, {t0} | {lr:g} | " + " | ".join(texts) + " |")
+    if not rows:
+        return []
+    return [
+        "",
+        f"### Raffel & Ellis Table 1 ({title}): every run of the cells short of 100%",
+        "",
+        "Per learning rate and seed: the highest test accuracy (at epoch e of the n it ran, "
+        "`unfinished` where the run stopped before its cap) and the mean over the last "
+        f"{LAST_EPOCHS} epochs (all, in a shorter run; the runs swing between epochs); bold, "
+        "the run the cell reports for that seed (its best learning rate).",
+        "",
+        "| task, pooling, T0 | learning rate | "
+        + " | ".join(f"seed {s}" for s in table_seeds)
+        + " |",
+        "|---|---|" + "---|" * len(table_seeds),
+        *rows,
+    ]
+
+
+def _run_accuracy_text(record: Record, reported: bool) -> str:
+    """``88.2% at 63 of 100; last 10: 59.3%`` (bold where ``reported``; ``last 3`` in a run of
+    3 epochs)."""
+    summary = summary_of(record)
+    accuracies = [e["test_accuracy"] for e in record["epochs"]]
+    at = int(np.argmax(accuracies)) + 1
+    peak = f"{100 * summary['best_test_accuracy']:.1f}% at {at} of {summary['epochs_run']}"
+    peak = f"**{peak}**" if reported else peak
+    status = "" if record.get("finished") else ", unfinished"
+    last = min(LAST_EPOCHS, len(accuracies))
+    return f"{peak}{status}; last {last}: {100 * _last_epochs_accuracy(record):.1f}%"
 
 
 #: Where the plateau of a Table 1 run starts: its first epoch at this test accuracy or more.
