@@ -392,7 +392,8 @@ def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch)
     """2026-11-26: a record of 24 epochs on an H200 (no checkpoint came with it) started over on
     an H100 and kept the H200's start time, wall time and ``earlier_machines`` entry, so its
     table said it ran partly on an H200. ``training.resume`` now keeps only the epochs it goes
-    on from: their share of the wall time, the machines that ran them."""
+    on from: their share of the wall time, the machines that ran them. A run that starts over
+    takes the command that runs it now (2026-12-07: one kept the interrupted H200 grid's)."""
     from thesis_repro import records, training
 
     path = tmp_path / "run.json"
@@ -409,7 +410,7 @@ def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch)
     def resumed(checkpoints: list[int]) -> tuple[RunRecord, int]:
         for stale in path.parent.glob("checkpoints/*"):
             stale.unlink()
-        record = RunRecord(path, {"a": 1}).start()
+        record = RunRecord(path, {"a": 1}).start("train a elsewhere")
         for epoch in checkpoints:
             training.checkpoint_path(record, epoch).parent.mkdir(exist_ok=True)
             keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)]).save(
@@ -426,6 +427,7 @@ def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch)
     assert [m["epochs"] for m in record.data["earlier_machines"]] == [2]
     assert record.data["earlier_machines"][0]["hardware"]["device"] == "cpu"
     assert record.data["earlier_implementations"] == [{"implementation": "layers", "epochs": 2}]
+    assert record.data["command"] == "train a", "a resumed run keeps the command that started it"
 
     record, done = resumed([])  # no checkpoint here: it starts over on this machine alone
     assert done == 0 and record.data["epochs"] == []
@@ -434,6 +436,7 @@ def test_a_resumed_run_forgets_the_epochs_it_trains_again(tmp_path, monkeypatch)
     assert "earlier_machines" not in record.data
     assert "earlier_implementations" not in record.data
     assert [m["device"] for m in records.machines_of(record.data)] == ["NVIDIA H100"]
+    assert record.data["command"] == "train a elsewhere", "started over: the command that ran it"
 
 
 def _record_with(path: Path, epochs: int, finished: bool = False) -> Path:

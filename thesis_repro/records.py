@@ -279,6 +279,7 @@ class RunRecord:
         self.path = Path(path)
         self.config = config
         self.data: Record = {}  # type: ignore[typeddict-item]  (filled by start)
+        self.command = ""  # the command that opened the record (set by start)
 
     @property
     def finished(self) -> bool:
@@ -296,6 +297,7 @@ class RunRecord:
         a record with another config, :class:`RunConflict`; an unreadable one,
         :class:`CorruptRecord`."""
         claim(self.path)
+        self.command = command or command_line()
         try:
             existing = load_record(self.path)
         except CorruptRecord:
@@ -310,7 +312,7 @@ class RunRecord:
             raise RunFailed(self.failure_message(before=True), self.with_path())
         self.data = existing or {
             "config": self.config,
-            "command": command or command_line(),
+            "command": self.command,
             "epochs": [],
             "summary": {},
             "finished": False,
@@ -351,7 +353,9 @@ class RunRecord:
         and the machines (``earlier_machines``) and implementations (``earlier_implementations``,
         ffattention) that ran only dropped epochs. ``done`` = 0: the run starts over, so
         ``started``, ``wall_seconds`` and those lists start over too (a record resumed on a
-        machine without its checkpoint ran on that machine alone)."""
+        machine without its checkpoint ran on that machine alone), and its ``command`` is the
+        one that runs it now (2026-12-07: a run started over on this CPU kept the command of
+        the interrupted H200 grid it replaced)."""
         logged = self.completed_epochs()
         if done >= logged:
             return
@@ -359,6 +363,7 @@ class RunRecord:
         if done == 0:
             self.data["started"] = time.strftime("%Y-%m-%d %H:%M:%S")
             self.data["wall_seconds"] = 0.0
+            self.data["command"] = self.command or command_line()
         else:
             self.data["wall_seconds"] = float(self.data.get("wall_seconds", 0.0)) * done / logged
         for key in ("earlier_machines", "earlier_implementations"):
