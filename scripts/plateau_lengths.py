@@ -10,7 +10,7 @@ unmasked, seed), takes the run the table reports (``ffattention.cells.best_over_
 fewest epochs to 100%; among tied rates the table's choice) and prints the epoch its test
 accuracy first reached ``--threshold``, the epoch it reached 100%, and the epochs between (the
 plateau), then the median plateau per T0. A cell-seed whose reported run never got to 100%
-prints ``-``. The report renders the medians (``ffattention.report``, "epochs from 95% to 100%").
+prints ``-``. The report renders the medians (``ffattention.plateau``, "epochs from 95% to 100%").
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from thesis_repro.ffattention.report import PLATEAU_FROM, plateau
+from thesis_repro.ffattention.plateau import PLATEAU_FROM, plateau
 from thesis_repro.records import Record, load_records
 
 RECORDS = Path("results/ffattention/table1")

@@ -15,7 +15,7 @@ import reference as ref
 from thesis_repro import ffattention, tasks, training
 from thesis_repro.ffattention.cells import best_over_learning_rates, cell_runs
 from thesis_repro.ffattention.model import raffel_model, transfer_training_state
-from thesis_repro.ffattention.report import Plateau, first_epoch, plateau
+from thesis_repro.ffattention.plateau import Plateau, first_epoch, plateau
 from thesis_repro.plots import pyplot
 from thesis_repro.records import RunRecord, load_records
 from thesis_repro.runner import run_grid

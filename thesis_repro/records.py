@@ -279,7 +279,6 @@ class RunRecord:
         self.path = Path(path)
         self.config = config
         self.data: Record = {}  # type: ignore[typeddict-item]  (filled by start)
-        self.command = ""  # the command that opened the record (set by start)
 
     @property
     def finished(self) -> bool:
@@ -291,13 +290,12 @@ class RunRecord:
         return self.data.get("failed") or None
 
     def start(self, command: str | None = None) -> RunRecord:
-        """Claim the run (:func:`claim`: raises ``RunBusy`` while another
-        process trains it) and open its record, keeping the epochs of an interrupted run with
-        the same config. A run that failed before raises :class:`RunFailed` (never retrained);
-        a record with another config, :class:`RunConflict`; an unreadable one,
-        :class:`CorruptRecord`."""
+        """Claim the run (:func:`claim`: raises ``RunBusy`` while another process trains it)
+        and open its record, keeping the epochs of an interrupted run with the same config. A
+        run that failed before raises :class:`RunFailed` (never retrained); a record with
+        another config, :class:`RunConflict`; an unreadable one, :class:`CorruptRecord`."""
         claim(self.path)
-        self.command = command or command_line()
+        self.command = command or command_line()  # what opened the record
         try:
             existing = load_record(self.path)
         except CorruptRecord:
@@ -352,18 +350,15 @@ class RunRecord:
         (``training.resume``), and forget the rest: their share of ``wall_seconds`` (pro rata),
         and the machines (``earlier_machines``) and implementations (``earlier_implementations``,
         ffattention) that ran only dropped epochs. ``done`` = 0: the run starts over, so
-        ``started``, ``wall_seconds`` and those lists start over too (a record resumed on a
-        machine without its checkpoint ran on that machine alone), and its ``command`` is the
-        one that runs it now (2026-12-07: a run started over on this CPU kept the command of
-        the interrupted H200 grid it replaced)."""
+        ``started``, ``wall_seconds``, those lists and ``command`` start over too (it ran on
+        this machine alone, by the command running it now; 2026-12-07: one kept the H200's)."""
         logged = self.completed_epochs()
         if done >= logged:
             return
         self.data["epochs"] = self.data["epochs"][:done]
         if done == 0:
-            self.data["started"] = time.strftime("%Y-%m-%d %H:%M:%S")
-            self.data["wall_seconds"] = 0.0
-            self.data["command"] = self.command or command_line()
+            now = time.strftime("%Y-%m-%d %H:%M:%S")
+            self.data.update(started=now, wall_seconds=0.0, command=self.command)
         else:
             self.data["wall_seconds"] = float(self.data.get("wall_seconds", 0.0)) * done / logged
         for key in ("earlier_machines", "earlier_implementations"):

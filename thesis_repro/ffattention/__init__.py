@@ -31,7 +31,8 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
   separate XX from YY but not XY from YX, since pooling over time discards order.
 
 Files: ``config.py`` (presets, the paper's numbers), ``model.py``, ``train.py`` (one run),
-``report.py`` (table and figure from the records), ``cli.py`` (the command line).
+``report.py`` (table and figure from the records; ``cells.py``, which runs a cell reports,
+and ``plateau.py``, the epochs from 95% to 100%), ``cli.py`` (the command line).
 
 Every run writes ``results/ffattention/<experiment>/<run>.json`` after each epoch. A run whose
 training loss becomes NaN or infinite stops there and is recorded as failed
