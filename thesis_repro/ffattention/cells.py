@@ -9,6 +9,8 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from thesis_repro.ffattention.config import preset_learning_rates, summarize
 from thesis_repro.records import Record
 
@@ -22,6 +24,13 @@ def summary_of(record: Record) -> dict:
 def epochs_to_100(record: Record) -> float:
     """Epochs to 100% test accuracy; infinite for a run that has not got there."""
     return summary_of(record)["epochs_to_100"] or math.inf
+
+
+def median_epochs_to_100(best: list[Record]) -> float:
+    """Median epochs to 100% over the seeds' best runs (:func:`best_over_learning_rates`), a
+    seed that never got there counting as never: infinite when fewer than half did, and the
+    cell gives the best accuracy instead."""
+    return float(np.median([epochs_to_100(r) for r in best]))
 
 
 def _run_key(record: Record) -> tuple:

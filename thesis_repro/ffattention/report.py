@@ -15,6 +15,7 @@ from thesis_repro.ffattention.cells import (
     cell_of,
     cell_runs,
     epochs_to_100,
+    median_epochs_to_100,
     rates_text,
     summary_of,
     table_key,
@@ -68,7 +69,7 @@ def _cell_text(seeds: list[Record], notes: tuple[str, ...], finished: bool) -> s
         return f"{text} ({'; '.join(notes)})" if notes else text
     solved = [e for e in epochs if e < math.inf]
     counted = f"{len(solved)} of {len(seeds)} seeds"
-    median = float(np.median(epochs))
+    median = median_epochs_to_100(seeds)
     if median < math.inf:
         spread = f"{_number(solved[0])}–{_number(solved[-1])}"
         return f"**{_number(median)}** [{spread}] ({lr}; {counted}{tail}{status})"
@@ -126,10 +127,14 @@ def _render_preset(title: str, records: list[Record]) -> str:
         "|---|" + "---|" * len(t0s),
     ]
     partial = False
+    short: list[tuple[str, list[Record], list[Record]]] = []  # cells giving an accuracy
     for (task, pooling), paper in PAPER_TABLE1.items():
         cells = []
         for t0 in t0s:
-            cell = cell_runs(cell_of(table1, task, pooling, t0), seeds)
+            runs = cell_of(table1, task, pooling, t0)
+            cell = cell_runs(runs, seeds)
+            if cell.best and median_epochs_to_100(cell.best) == math.inf:
+                short.append((f"{task}, {pooling}, {t0}", runs, cell.best))
             partial = partial or bool(cell.notes) or not cell.finished
             ours = _cell_text(*cell)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
@@ -145,7 +150,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
         ]
     if several:
         lines += ["", against_paper(table1, seeds, t0s)]
-    lines += _short_cells_lines(title, table1, seeds, t0s)
+    lines += _short_cells_lines(title, short, seeds)
     variable = [r for r in records if r["config"]["experiment"] == "variable"]
     if variable:
         lines += _variable_lines(variable, seeds)
@@ -221,29 +226,25 @@ def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) 
 
 
 def _short_cells_lines(
-    title: str, table1: list[Record], table_seeds: list[int], t0s: list[int]
+    title: str, short: list[tuple[str, list[Record], list[Record]]], table_seeds: list[int]
 ) -> list[str]:
-    """Every run of the Table 1 cells that give an accuracy (no median epochs to 100%): per
-    learning rate and seed its best test accuracy, the epoch of it and the epochs run, and the
-    mean over its last :data:`LAST_EPOCHS` epochs; bold, the run the cell reports for that seed
-    (:func:`best_over_learning_rates`). What a reader needs to weigh a cell no seed solved:
-    whether another rate came close, and how far each run held its peak."""
+    """Every run of the Table 1 cells that give an accuracy (``short``: the cell's name, its
+    runs and the best run of each seed, those with no median epochs to 100%): per learning rate
+    and seed its best test accuracy, the epoch of it and the epochs run, and the mean over its
+    last :data:`LAST_EPOCHS` epochs; bold, the run the cell reports for that seed. What a
+    reader needs to weigh a cell no seed solved: whether another rate came close, and how far
+    each run held its peak."""
     rows = []
-    for task, pooling in PAPER_TABLE1:
-        for t0 in t0s:
-            cell = cell_of(table1, task, pooling, t0)
-            best = best_over_learning_rates(cell)
-            if not cell or float(np.median([epochs_to_100(r) for r in best])) < math.inf:
-                continue
-            for lr in sorted({r["config"]["learning_rate"] for r in cell}):
-                runs = {r["config"]["seed"]: r for r in cell if r["config"]["learning_rate"] == lr}
-                texts = [
-                    _run_accuracy_text(runs[s], reported=any(runs[s] is b for b in best))
-                    if s in runs
-                    else "–"
-                    for s in table_seeds
-                ]
-                rows.append(f"| {task}, {pooling}, {t0} | {lr:g} | " + " | ".join(texts) + " |")
+    for name, cell, best in short:
+        for lr in sorted({r["config"]["learning_rate"] for r in cell}):
+            runs = {r["config"]["seed"]: r for r in cell if r["config"]["learning_rate"] == lr}
+            texts = [
+                _run_accuracy_text(runs[s], reported=any(runs[s] is b for b in best))
+                if s in runs
+                else "–"
+                for s in table_seeds
+            ]
+            rows.append(f"| {name} | {lr:g} | " + " | ".join(texts) + " |")
     if not rows:
         return []
     return [
