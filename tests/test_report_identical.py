@@ -5,6 +5,7 @@ preserves behaviour; and no table can be edited by hand without this test notici
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.report import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,3 +69,25 @@ def test_figures_are_byte_identical(rendered):
         )
     differ = [p.name for p in figures if p.read_bytes() != (ROOT / "figures" / p.name).read_bytes()]
     assert not differ, f"re-rendered figures differ from the committed ones: {differ}"
+
+
+def test_every_rendered_table_row_has_as_many_cells_as_its_header(rendered):
+    """Each table's rule and rows have the header's column count (``markdown.table_head`` counts
+    the rule from the labels; a row or header written by hand could drift)."""
+    report = (rendered / "REPORT.md").read_text().splitlines()
+    cells = re.compile(r"(?<!\\)\|")  # a cell may hold an escaped \|
+    tables = 0
+    for i, line in enumerate(report):
+        if not line.startswith("|---"):
+            continue
+        tables += 1
+        columns = len(cells.split(report[i - 1])) - 2
+        assert line == "|" + "---|" * columns, report[i - 1]
+        for row in itertools.takewhile(lambda r: r.startswith("|"), report[i + 1 :]):
+            assert len(cells.split(row)) - 2 == columns, row
+    assert tables > 10, "the report renders its tables"
+
+
+def test_table_head_counts_its_rule_from_the_labels():
+    assert table_head(["a", "b, c", "T0 = 50"]) == ["| a | b, c | T0 = 50 |", "|---|---|---|"]
+    assert table_row(["x", "", "1.0%"]) == "| x |  | 1.0% |"

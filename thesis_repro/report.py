@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from thesis_repro.experiment import experiments
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.records import (
     counted,
     failed_note,
@@ -98,13 +99,12 @@ def write_report(
         ]
     parts += [
         "",
-        "| experiment | records | finished | wall time summed over its records |",
-        "|---|---|---|---|",
+        *table_head(["experiment", "records", "finished", "wall time summed over its records"]),
     ]
     for name, group in records.items():
         finished = sum(bool(r.get("finished")) for r in group)
         seconds = sum(run_seconds(r) for r in group)
-        parts.append(f"| {name} | {len(group)} | {finished} | {hours(seconds)} |")
+        parts.append(table_row([name, str(len(group)), str(finished), hours(seconds)]))
     total = sum(run_seconds(r) for r in everything)
     parts.append(f"| all | {len(everything)} | | {hours(total)} |")
     failed = split_failed(everything)[1]
@@ -116,10 +116,9 @@ def write_report(
             f"Wall time of each step of `{command}` (finished runs are skipped, so a step "
             "that found its records done takes only seconds):",
             "",
-            "| step | wall time |",
-            "|---|---|",
-            *(f"| {step} | {hours(seconds)} |" for step, seconds in timings.items()),
-            f"| total | {hours(sum(timings.values()))} |",
+            *table_head(["step", "wall time"]),
+            *(table_row([step, hours(seconds)]) for step, seconds in timings.items()),
+            table_row(["total", hours(sum(timings.values()))]),
         ]
     parts.append("")
     for name, text in sections.items():

@@ -21,6 +21,7 @@ from thesis_repro.addition.config import (
     summarize,
 )
 from thesis_repro.files import write_bytes_atomic
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
     Record,
@@ -79,10 +80,19 @@ def render_table(records: list[Record]) -> str:
         f"{threshold} to the end of the run (passing dips excluded). Thesis: learning starts "
         f"at about 2000 steps with attention, about 8000 without.",
         "",
-        "| model | steps | runs | below " + threshold + " at some point | learning starts at "
-        "step: mean ± std [min, max] | below " + threshold + " for good | for good from step "
-        "| thesis | final training MSE |",
-        "|---|---|---|---|---|---|---|---|---|",
+        *table_head(
+            [
+                "model",
+                "steps",
+                "runs",
+                f"below {threshold} at some point",
+                "learning starts at step: mean ± std [min, max]",
+                f"below {threshold} for good",
+                "for good from step",
+                "thesis",
+                "final training MSE",
+            ]
+        ),
     ]
     groups = _groups(records)
     for (model, steps), group in groups.items():
@@ -110,8 +120,7 @@ def render_table(records: list[Record]) -> str:
             "#### Generalisation MSE by sequence length (mean ± std [min, max] over runs; "
             "baseline 0.167)",
             "",
-            "| model | steps | " + " | ".join(str(n) for n in lengths) + " |",
-            "|---|---|" + "---|" * len(lengths),
+            *table_head(["model", "steps"] + [str(n) for n in lengths]),
         ]
         for (model, steps), group in _groups(finished).items():
             cells = [
@@ -120,7 +129,7 @@ def render_table(records: list[Record]) -> str:
                 )
                 for n in lengths
             ]
-            lines.append(f"| {model} | {steps} | " + " | ".join(cells) + " |")
+            lines.append(table_row([model, str(steps), *cells]))
         lines += [
             "",
             "#### What the input gates do (after training; mean over runs)",
@@ -132,9 +141,18 @@ def render_table(records: list[Record]) -> str:
             "higher at the marked steps. The pretrained Raffel "
             "network's own held-out MSE and energies are given where it exists.",
             "",
-            "| model | steps | i_t marked | i_t other | units opening at markers | e_t marked "
-            "| e_t other | pretrained net: MSE, e_t marked / other |",
-            "|---|---|---|---|---|---|---|---|",
+            *table_head(
+                [
+                    "model",
+                    "steps",
+                    "i_t marked",
+                    "i_t other",
+                    "units opening at markers",
+                    "e_t marked",
+                    "e_t other",
+                    "pretrained net: MSE, e_t marked / other",
+                ]
+            ),
         ]
         for (model, steps), group in _groups(finished).items():
             gates = [_mean(group, "gates", key) for key in GATE_KEYS]
@@ -145,14 +163,22 @@ def render_table(records: list[Record]) -> str:
                 if pre
                 else "–"
             )
-            lines.append(f"| {model} | {steps} | " + " | ".join(gates) + f" | {pretrained} |")
+            lines.append(table_row([model, str(steps), *gates, pretrained]))
     lines += [
         "",
         "#### Runs",
         "",
-        f"| run | learning starts (< {threshold}) | for good from | final training MSE | MSE at "
-        "shortest / longest test length | i_t marked / other | minutes |",
-        "|---|---|---|---|---|---|---|",
+        *table_head(
+            [
+                "run",
+                f"learning starts (< {threshold})",
+                "for good from",
+                "final training MSE",
+                "MSE at shortest / longest test length",
+                "i_t marked / other",
+                "minutes",
+            ]
+        ),
     ]
     lines += [_run_row(r) for group in groups.values() for r in group]
     if failed:
@@ -188,7 +214,7 @@ def _run_row(record: Record) -> str:
         f"{gates['input_gate_marked']:.3g} / {gates['input_gate_other']:.3g}" if gates else "–",
         f"{run_seconds(record) / 60:.1f}",
     ]
-    return "| " + " | ".join(cells) + " |"
+    return table_row(cells)
 
 
 def _mean(records: list[Record], source: str, key: str) -> str:

@@ -18,6 +18,7 @@ from thesis_repro.ffattention.cells import (
     summary_of,
 )
 from thesis_repro.ffattention.config import TABLE1_TASKS
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.records import Record, split_failed
 
 #: Where the plateau of a Table 1 run starts: its first epoch at this test accuracy or more.
@@ -89,8 +90,7 @@ def plateau_table(preset: str, runs: list[Record]) -> str:
         "fed to the network (Raffel's script). Per seed: `python scripts/plateau_lengths.py "
         "[--task multiplication]`.",
         "",
-        "| task, padding | " + " | ".join(f"T0 = {t}" for t in t0s) + " |",
-        "|---|" + "---|" * len(t0s),
+        *table_head(["task, padding"] + [f"T0 = {t}" for t in t0s]),
     ]
     for task in TABLE1_TASKS:
         for masked in (True, False):
@@ -99,7 +99,7 @@ def plateau_table(preset: str, runs: list[Record]) -> str:
             if any(cells):
                 padding = "masked" if masked else "unmasked"
                 texts = [_plateau_cell(cell, table_seeds) for cell in cells]
-                lines.append(f"| {task}, {padding} | " + " | ".join(texts) + " |")
+                lines.append(table_row([f"{task}, {padding}", *texts]))
     return "\n".join(lines) + "\n"
 
 

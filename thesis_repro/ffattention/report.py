@@ -30,6 +30,7 @@ from thesis_repro.ffattention.config import (
     TABLE1_TASKS,
 )
 from thesis_repro.ffattention.plateau import plateau_presets, plateau_table
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import (
     Record,
@@ -123,8 +124,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
             else ""
         ),
         "",
-        "| task, pooling | " + " | ".join(f"T0 = {t}" for t in t0s) + " |",
-        "|---|" + "---|" * len(t0s),
+        *table_head(["task, pooling"] + [f"T0 = {t}" for t in t0s]),
     ]
     partial = False
     short: list[tuple[str, list[Record], list[Record]]] = []  # cells giving an accuracy
@@ -138,7 +138,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
             partial = partial or bool(cell.notes) or not cell.finished
             ours = _cell_text(*cell)
             cells.append(f"{ours} / {_paper_text(paper[t0]) if t0 in paper else '–'}")
-        lines.append(f"| {task}, {pooling} | " + " | ".join(cells) + " |")
+        lines.append(table_row([f"{task}, {pooling}", *cells]))
     if partial:
         lines += [
             "",
@@ -244,7 +244,7 @@ def _short_cells_lines(
                 else "–"
                 for s in table_seeds
             ]
-            rows.append(f"| {name} | {lr:g} | " + " | ".join(texts) + " |")
+            rows.append(table_row([name, f"{lr:g}", *texts]))
     if not rows:
         return []
     return [
@@ -256,10 +256,7 @@ def _short_cells_lines(
         f"{LAST_EPOCHS} epochs (all, in a shorter run; the runs swing between epochs); bold, "
         "the run the cell reports for that seed (its best learning rate).",
         "",
-        "| task, pooling, T0 | learning rate | "
-        + " | ".join(f"seed {s}" for s in table_seeds)
-        + " |",
-        "|---|---|" + "---|" * len(table_seeds),
+        *table_head(["task, pooling, T0", "learning rate"] + [f"seed {s}" for s in table_seeds]),
         *rows,
     ]
 
@@ -298,9 +295,18 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         "the runs swing between epochs) and at its best epoch (what Raffel's published script "
         "keeps); over several seeds the median [range].",
         "",
-        f"| task, pooling | ours, last epoch | ours, last {LAST_EPOCHS} epochs | ours, best epoch "
-        "| learning rate | seeds | epochs (of 1000 updates) | paper (100 epochs) |",
-        "|---|---|---|---|---|---|---|---|",
+        *table_head(
+            [
+                "task, pooling",
+                "ours, last epoch",
+                f"ours, last {LAST_EPOCHS} epochs",
+                "ours, best epoch",
+                "learning rate",
+                "seeds",
+                "epochs (of 1000 updates)",
+                "paper (100 epochs)",
+            ]
+        ),
     ]
     for (task, pooling), group in _by_task_and_pooling(records).items():
         chosen, notes, finished = cell_runs(group, table_seeds)
@@ -353,8 +359,7 @@ def _temporal_lines(records: list[Record]) -> list[str]:
         "can do is 100% on XX/YY and 50% on the mixed pairs (75% overall, test loss "
         "ln(2)/2 = 0.347).",
         "",
-        "| T0 | epochs | overall | test loss | XX/YY | XY vs YX | " + " | ".join(names) + " |",
-        "|---|---|---|---|---|---|" + "---|" * len(names),
+        *table_head(["T0", "epochs", "overall", "test loss", "XX/YY", "XY vs YX", *names]),
     ]
     for r in records:
         last = r["epochs"][-1]

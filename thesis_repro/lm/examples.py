@@ -41,6 +41,7 @@ from thesis_repro.lm.config import LMError, RunConfig, record_file_of
 from thesis_repro.lm.corpora import load_lm_corpus, record_source
 from thesis_repro.lm.evaluate import load_run_model
 from thesis_repro.lm.model import model_shape, prefix_attention
+from thesis_repro.markdown import table_head
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import CorruptRecord, command_line, load_record, warn_corrupt
 
@@ -471,9 +472,16 @@ def summarise_examples(results_dir: Path) -> str:
             "length. "
             "Sentences and figures: `results/lm/attention_examples/`, `figures/attention_*.pdf`.",
             "",
-            "| example | model | windows | most weighted (times, mean weight) "
-            "| weight by distance (nearest first) | uniform |",
-            "|---|---|---|---|---|---|",
+            *table_head(
+                [
+                    "example",
+                    "model",
+                    "windows",
+                    "most weighted (times, mean weight)",
+                    "weight by distance (nearest first)",
+                    "uniform",
+                ]
+            ),
             *rows,
             "",
         ]

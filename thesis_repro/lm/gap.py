@@ -26,6 +26,7 @@ from thesis_repro.lm.config import (
     Factor,
     gap_factor,
 )
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import Record, failed_note, load_records, produced_by, split_failed
 from thesis_repro.spread import format_spread
@@ -85,7 +86,7 @@ def _row(factor: Factor, scores: Paired, runs: dict[str, list[Record]]) -> str:
         else format_spread(list(change.values()), ".2f", scale=100.0) + f" pp ({len(change)})",
         f"{len(paired)} / {sum(1 for r in records if r['finished'])} of {len(records)}",
     ]
-    return "| " + " | ".join(cells) + " |"
+    return table_row(cells)
 
 
 def render_gap_table(records: list[Record]) -> str:
@@ -103,10 +104,18 @@ def render_gap_table(records: list[Record]) -> str:
             f"### Why the thesis's gap is larger: 5-gram vs 5-gram + 5 under each factor "
             f"(preset `{preset}`)",
             "",
-            "| factor (changed alone from Table 3.1's setting) | V | <UNK> in train | 5-gram "
-            "| 5-gram + 5 | gap, paired by seed | gap - ours' gap, same seed (seeds) "
-            "| seeds paired / runs finished |",
-            "|---|---|---|---|---|---|---|---|",
+            *table_head(
+                [
+                    "factor (changed alone from Table 3.1's setting)",
+                    "V",
+                    "<UNK> in train",
+                    "5-gram",
+                    "5-gram + 5",
+                    "gap, paired by seed",
+                    "gap - ours' gap, same seed (seeds)",
+                    "seeds paired / runs finished",
+                ]
+            ),
             *(_row(factor, scores, runs) for factor in GAP_FACTORS),
             "",
             f"Gap = 1 - ppl(5-gram + 5) / ppl(5-gram) of the same seed, mean ± std over seeds; "

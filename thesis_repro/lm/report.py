@@ -43,6 +43,7 @@ from thesis_repro.lm.config import (
 )
 from thesis_repro.lm.examples import render_examples, summarise_examples
 from thesis_repro.lm.gap import report_gap
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import Record, failed_note, load_records, produced_by, split_failed
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
@@ -110,9 +111,19 @@ def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
             "test perplexity minus the 5-gram's (10-gram's) of the same seed, mean ± std "
             "over the seeds both have (negative: the model is better).",
             "",
-            "| model | test perplexity (ours) | instances | valid (last epoch) | ratio (ours) "
-            "| − 5-gram, paired | − 10-gram, paired | thesis | ratio (thesis) |",
-            "|---|---|---|---|---|---|---|---|---|",
+            *table_head(
+                [
+                    "model",
+                    "test perplexity (ours)",
+                    "instances",
+                    "valid (last epoch)",
+                    "ratio (ours)",
+                    "− 5-gram, paired",
+                    "− 10-gram, paired",
+                    "thesis",
+                    "ratio (thesis)",
+                ]
+            ),
         ]
         finished = {
             key: [r for r in group if r.get("finished") and _model_key(r["config"]) == key]
@@ -338,10 +349,10 @@ def render_future_table(table: str, records: list[Record]) -> str:
             "`(k/n)`: only k of n finished runs have that score so far "
             "(`python -m thesis_repro.lm evaluate`).",
             "",
-            "| model | instances | test (trained prefix) | "
-            + " | ".join(_column_label(c, words) for c in columns)
-            + " |",
-            "|---|---|---|" + "---|" * len(columns),
+            *table_head(
+                ["model", "instances", "test (trained prefix)"]
+                + [_column_label(c, words) for c in columns]
+            ),
         ]
         for regime in spec.regimes:
             runs = group.get(regime, [])
@@ -352,11 +363,7 @@ def render_future_table(table: str, records: list[Record]) -> str:
                 text = _cell(runs, column)
                 trained = regime.prefix and column == str(regime.prefix)
                 cells.append(f"**{text}**" if trained and text != "–" else text)
-            lines.append(
-                f"| {model_label(*regime.key)} | {count} | {_cell(runs, 'test')} | "
-                + " | ".join(cells)
-                + " |"
-            )
+            lines.append(table_row([model_label(*regime.key), count, _cell(runs, "test"), *cells]))
         lines += _position_lines(spec, group, columns) or _context_lines(spec, group, columns)
         lines += ["", produced_by([r for runs in group.values() for r in runs]), ""]
     return "\n".join(lines + _failed_lines(failed))
@@ -374,9 +381,7 @@ def _context_lines(
         if trained:
             # a column scored for fewer seeds than the row counts says how many
             cells = [_paired_difference(_scores(runs, c), trained, len(trained)) for c in columns]
-            rows.append(
-                f"| {model_label(*regime.key)} | {len(trained)} | " + " | ".join(cells) + " |"
-            )
+            rows.append(table_row([model_label(*regime.key), str(len(trained)), *cells]))
     if not rows:
         return []
     return [
@@ -385,8 +390,7 @@ def _context_lines(
         "trained prefix (negative: that context length helps; 0.00 ± 0.00 at the trained "
         "prefix, which reproduces the test perplexity exactly); mean ± std over seeds:",
         "",
-        "| model | seeds | " + " | ".join(f"eval {c}" for c in columns) + " |",
-        "|---|---|" + "---|" * len(columns),
+        *table_head(["model", "seeds"] + [f"eval {c}" for c in columns]),
         *rows,
     ]
 
@@ -403,10 +407,7 @@ def _position_lines(
         "Position awareness minus the same model without it, paired by seed (negative: "
         "position awareness helps); mean ± std over the seeds both have:",
         "",
-        "| model | seeds | test (trained prefix) | "
-        + " | ".join(f"eval {c}" for c in columns)
-        + " |",
-        "|---|---|---|" + "---|" * len(columns),
+        *table_head(["model", "seeds", "test (trained prefix)"] + [f"eval {c}" for c in columns]),
     ]
     biases = []
     for regime in aware:
@@ -417,7 +418,7 @@ def _position_lines(
             ours, theirs = _scores(group.get(regime, []), column), _scores(plain_runs, column)
             seeds |= set(ours) & set(theirs)
             cells.append(_paired_difference(ours, theirs))
-        lines.append(f"| {model_label(*regime.key)} | {len(seeds)} | " + " | ".join(cells) + " |")
+        lines.append(table_row([model_label(*regime.key), str(len(seeds)), *cells]))
         betas = [
             r["summary"]["distance_bias"]
             for r in group.get(regime, [])
