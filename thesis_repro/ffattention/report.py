@@ -365,12 +365,10 @@ def _temporal_lines(records: list[Record]) -> list[str]:
         last = r["epochs"][-1]
         per = {n: last[f"test_accuracy_{n}"] for n in names}
         pure, mixed = (per["XX"] + per["YY"]) / 2, (per["XY"] + per["YX"]) / 2
-        lines.append(
-            f"| {r['config']['t0']} | {len(r['epochs'])} | {100 * last['test_accuracy']:.1f}% "
-            f"| {last['test_loss']:.3f} | {100 * pure:.1f}% | {100 * mixed:.1f}% | "
-            + " | ".join(f"{100 * per[n]:.1f}%" for n in names)
-            + " |"
-        )
+        cells = [str(r["config"]["t0"]), str(len(r["epochs"]))]
+        cells += [f"{100 * last['test_accuracy']:.1f}%", f"{last['test_loss']:.3f}"]
+        cells += [f"{100 * a:.1f}%" for a in (pure, mixed, *(per[n] for n in names))]
+        lines.append(table_row(cells))
     return lines
 
 
