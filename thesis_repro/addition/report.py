@@ -107,10 +107,19 @@ def render_table(records: list[Record]) -> str:
         finals = [s["final_train_mse"] for s in summaries if s["final_train_mse"] is not None]
         running = sum(not r.get("finished") for r in group)
         lines.append(
-            f"| {model} | {steps} | {len(group)}{f' ({running} running)' if running else ''} "
-            f"| {len(learned)} of {len(group)} | {_steps_spread(learned)} "
-            f"| {len(kept)} of {len(group)} | {_steps_spread(kept)} "
-            f"| ~{PAPER_LEARNING_STARTS[model]} | {_spread(finals)} |"
+            table_row(
+                [
+                    model,
+                    str(steps),
+                    f"{len(group)}" + (f" ({running} running)" if running else ""),
+                    f"{len(learned)} of {len(group)}",
+                    _steps_spread(learned),
+                    f"{len(kept)} of {len(group)}",
+                    _steps_spread(kept),
+                    f"~{PAPER_LEARNING_STARTS[model]}",
+                    _spread(finals),
+                ]
+            )
         )
     finished = [r for r in records if r.get("generalisation")]
     if finished:

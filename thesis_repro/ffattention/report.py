@@ -321,10 +321,9 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         seeds = f"{len(chosen)}" + (f" ({'; '.join(notes)})" if notes else "")
         paper = PAPER_VARIABLE.get((task, pooling))
         rates = rates_text(chosen).removeprefix("lr ")
-        lines.append(
-            f"| {task}, {pooling} | {last} | {tail} | {best} | {rates} | {seeds} | {ran} | "
-            f"{_paper_text(paper) if paper else '–'} |"
-        )
+        paper_text = _paper_text(paper) if paper else "–"
+        cells = [f"{task}, {pooling}", last, tail, best, rates, seeds, ran, paper_text]
+        lines.append(table_row(cells))
     return lines
 
 

@@ -41,7 +41,7 @@ from thesis_repro.lm.config import LMError, RunConfig, record_file_of
 from thesis_repro.lm.corpora import load_lm_corpus, record_source
 from thesis_repro.lm.evaluate import load_run_model
 from thesis_repro.lm.model import model_shape, prefix_attention
-from thesis_repro.markdown import table_head
+from thesis_repro.markdown import table_head, table_row
 from thesis_repro.plots import pyplot, save_figure
 from thesis_repro.records import CorruptRecord, command_line, load_record, warn_corrupt
 
@@ -455,11 +455,10 @@ def summarise_examples(results_dir: Path) -> str:
             full = sum(count for _, count, _ in ranked)
             words = ", ".join(f"{w} ({n}×, {m:.2f})" for w, n, m in ranked[:4])
             profile = weight_by_distance(record, index)  # one weight per prefix word
-            rows.append(
-                f"| {path.stem} | {panel['title']} | {full} | {words} | "
-                + ", ".join(f"{w:.2f}" for w in profile)
-                + f" | {1 / len(profile):.2f} |"
-            )
+            by_distance = ", ".join(f"{w:.2f}" for w in profile)
+            uniform = f"{1 / len(profile):.2f}"
+            cells = [path.stem, panel["title"], str(full), words, by_distance, uniform]
+            rows.append(table_row(cells))
     if not rows:
         return ""
     return "\n".join(

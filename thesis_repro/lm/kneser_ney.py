@@ -80,6 +80,7 @@ from thesis_repro.files import write_json_atomic
 from thesis_repro.lm.batches import scored_targets
 from thesis_repro.lm.config import FIRST_TARGET, RunConfig
 from thesis_repro.lm.corpora import CorpusSource, load_lm_corpus, make_config
+from thesis_repro.markdown import table_row
 from thesis_repro.records import command_line, library_versions, load_record, load_records, machine
 from thesis_repro.settings import RESULTS_DIR
 
@@ -482,10 +483,9 @@ def table_rows(baselines: Sequence[dict[str, Any]], base_mean: float | None) -> 
     for b in baselines:
         s = b["summary"]
         ratio = f"{s['test_perplexity'] / base_mean:.3f}" if base_mean else "–"
-        rows.append(
-            f"| KN{b['config']['order']} (count-based) | {s['test_perplexity']:.2f} | "
-            f"1 (no seeds) | {s['valid_perplexity']:.2f} | {ratio} | – | – | – | – |"
-        )
+        label = f"KN{b['config']['order']} (count-based)"
+        test, valid = f"{s['test_perplexity']:.2f}", f"{s['valid_perplexity']:.2f}"
+        rows.append(table_row([label, test, "1 (no seeds)", valid, ratio, "–", "–", "–", "–"]))
     return rows
 
 

@@ -158,10 +158,8 @@ def render_table(records: list[Record], baselines: Sequence[dict] = ()) -> str:
                 p_ratio = f"{p_mean / paper[(5, 0)][0]:.3f}" if (5, 0) in paper else "–"
             else:
                 thesis, p_ratio = "–", "–"
-            lines.append(
-                f"| {label} | {ours} | {count} | {valid} | {ratio} | {paired[0]} | {paired[1]} "
-                f"| {thesis} | {p_ratio} |"
-            )
+            cells = [label, ours, count, valid, ratio, paired[0], paired[1], thesis, p_ratio]
+            lines.append(table_row(cells))
         counted = kneser_ney.matching(config, baselines) if spec else []
         lines += kneser_ney.table_rows(counted, base_mean)
         lines += ["", *([kneser_ney.table_note(counted), ""] if counted else [])]
