@@ -358,6 +358,20 @@ def test_variable_length_runs_every_learning_rate_and_reports_each_seeds_best():
     assert "(3 of 4 learning rates run)" in partial
     stopped = [{**r, "finished": False} if r is every[0] else r for r in every]
     assert "| 3 (unfinished) |" in row(stopped)
+    # Below it, every run: each rate's peak (epoch, of the epochs run) and last-10 mean per
+    # seed, bold where the row reports that run; none where each row has a single run.
+    runs = ffattention.render_table(every).split("### Variable length (50..10000): every run")
+    lines = runs[1].splitlines()
+    assert (
+        "| addition, attention | 0.003 | **90.0% at 2 of 3**; last 3: 73.3% "
+        "| **95.0% at 2 of 3**; last 3: 78.3% | 70.0% at 2 of 2; last 2: 60.0% |"
+    ) in lines
+    assert (
+        "| addition, attention | 0.01 | 85.0% at 1 of 1; last 1: 85.0% "
+        "| 70.0% at 2 of 2; last 2: 65.0% | **100.0% at 2 of 2**; last 2: 90.0% |"
+    ) in lines
+    assert sum(line.startswith("| addition, attention |") for line in lines) == 4
+    assert "every run" not in ffattention.render_table([fifteen])
 
 
 def test_a_partial_cell_says_what_it_lacks():

@@ -229,13 +229,25 @@ def _short_cells_lines(
     title: str, short: list[tuple[str, list[Record], list[Record]]], table_seeds: list[int]
 ) -> list[str]:
     """Every run of the Table 1 cells that give an accuracy (``short``: the cell's name, its
-    runs and the best run of each seed, those with no median epochs to 100%): per learning rate
-    and seed its best test accuracy, the epoch of it and the epochs run, and the mean over its
-    last :data:`LAST_EPOCHS` epochs; bold, the run the cell reports for that seed. What a
-    reader needs to weigh a cell no seed solved: whether another rate came close, and how far
-    each run held its peak."""
+    runs and the best run of each seed, those with no median epochs to 100%), as
+    :func:`_every_run_lines`: what a reader needs to weigh a cell no seed solved, whether
+    another rate came close, and how far each run held its peak."""
+    heading = f"Raffel & Ellis Table 1 ({title}): every run of the cells short of 100%"
+    return _every_run_lines(heading, "task, pooling, T0", short, table_seeds)
+
+
+def _every_run_lines(
+    heading: str,
+    label: str,
+    cells: list[tuple[str, list[Record], list[Record]]],
+    table_seeds: list[int],
+) -> list[str]:
+    """A table of every run of ``cells`` (each: its name, its runs and the best run of each
+    seed): per learning rate and seed its best test accuracy, the epoch of it and the epochs
+    run, and the mean over its last :data:`LAST_EPOCHS` epochs; bold, the run the cell
+    reports for that seed."""
     rows = []
-    for name, cell, best in short:
+    for name, cell, best in cells:
         for lr in sorted({r["config"]["learning_rate"] for r in cell}):
             runs = {r["config"]["seed"]: r for r in cell if r["config"]["learning_rate"] == lr}
             texts = [
@@ -249,14 +261,14 @@ def _short_cells_lines(
         return []
     return [
         "",
-        f"### Raffel & Ellis Table 1 ({title}): every run of the cells short of 100%",
+        f"### {heading}",
         "",
         "Per learning rate and seed: the highest test accuracy (at epoch e of the n it ran, "
         "`unfinished` where the run stopped before its cap) and the mean over the last "
         f"{LAST_EPOCHS} epochs (all, in a shorter run; the runs swing between epochs); bold, "
         "the run the cell reports for that seed (its best learning rate).",
         "",
-        *table_head(["task, pooling, T0", "learning rate"] + [f"seed {s}" for s in table_seeds]),
+        *table_head([label, "learning rate"] + [f"seed {s}" for s in table_seeds]),
         *rows,
     ]
 
@@ -284,8 +296,9 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
     averaged over its last :data:`LAST_EPOCHS` epochs (steadier than either end: the runs swing
     between epochs) and at its best epoch (Raffel's published script keeps the best of its
     tests, one per 1000 updates); over several seeds the median [range], ``unfinished`` where a
-    run of the row stopped before its cap. ``table_seeds``: the seeds of the whole table, for
-    :func:`coverage_notes`."""
+    run of the row stopped before its cap; then, where a row chose among several runs, every
+    run of every rate and seed (:func:`_every_run_lines`). ``table_seeds``: the seeds of the
+    whole table, for :func:`coverage_notes`."""
     lines = [
         "",
         "### Variable length (50..10000): test accuracy",
@@ -308,6 +321,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
             ]
         ),
     ]
+    every = []  # each row's name, runs and reported runs, for the table of every run
     for (task, pooling), group in _by_task_and_pooling(records).items():
         chosen, notes, finished = cell_runs(group, table_seeds)
         summaries = [summary_of(r) for r in chosen]
@@ -324,7 +338,11 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         paper_text = _paper_text(paper) if paper else "–"
         cells = [f"{task}, {pooling}", last, tail, best, rates, seeds, ran, paper_text]
         lines.append(table_row(cells))
-    return lines
+        every.append((f"{task}, {pooling}", group, chosen))
+    if all(len(group) == 1 for _, group, _ in every):
+        return lines  # one run per row: the table above is every run
+    heading = "Variable length (50..10000): every run"
+    return lines + _every_run_lines(heading, "task, pooling", every, table_seeds)
 
 
 def _last_epochs_accuracy(record: Record) -> float:
