@@ -15,6 +15,7 @@ import pytest
 from thesis_repro import __main__ as cli
 from thesis_repro import lm
 from thesis_repro.experiment import experiment, experiments
+from thesis_repro.ffattention import config as ffattention_config
 from thesis_repro.progress import preset_status, render_status
 from thesis_repro.run_lock import held, lock_path
 from thesis_repro.settings import DATA_ENV
@@ -80,6 +81,29 @@ def test_every_state_is_counted_per_table_and_listed(tmp_path):
     assert finished.name not in table, "a finished run is counted, not listed"
     assert "ffattention table1" in render_status(statuses, "cpu")
     assert interrupted.name not in render_status(statuses, "cpu"), "--list only"
+
+
+def test_paper_status_counts_the_unmasked_runs_as_a_table_of_their_own(tmp_path):
+    """`reproduce --preset paper` trains Table 1 and the temporal-order demo both masked
+    (SPEC) and unmasked (Raffel's script), and `status` counts and lists both, the unmasked
+    runs under their own line; the `cpu` preset has no unmasked table."""
+    ffattention = experiment("ffattention")
+    masked = ffattention_config.runs("paper")
+    unmasked = ffattention_config.runs("paper", mask_padding=False)
+    assert unmasked and all(not c.mask_padding for c in unmasked)
+    assert {c.experiment for c in unmasked} == {"table1", "temporal_order"}
+    assert list(ffattention.runs("paper")) == masked + unmasked
+    assert list(ffattention.runs("cpu")) == ffattention_config.runs("cpu")
+    running = next(c for c in unmasked if c.experiment == "table1")
+    _write(ffattention.record_path(running, tmp_path), epochs=[{}] * 5, finished=False)
+
+    table = render_status(preset_status("paper", tmp_path, [ffattention]), "paper", True)
+    line = next(x for x in table.splitlines() if "table1 (unmasked)" in x)
+    count = sum(c.experiment == "table1" for c in unmasked)
+    assert line.split()[:6] == ["ffattention", "table1", "(unmasked)", "0", "of", str(count)]
+    assert f"interrupted  {running.name} (5 epochs; no checkpoint here: starts over)" in table
+    masked_line = next(x for x in table.splitlines() if x.strip().startswith("ffattention table1 "))
+    assert f"0 of {sum(c.experiment == 'table1' for c in masked)} finished" in masked_line
 
 
 def test_status_command_counts_every_experiment_and_names_missing_corpora(

@@ -11,7 +11,8 @@
 defined in each experiment's ``config.py``; the experiments are listed in
 ``thesis_repro.experiment.NAMES``):
 
-1. ``thesis_repro.ffattention`` -- Raffel & Ellis Table 1, variable length, temporal order;
+1. ``thesis_repro.ffattention`` -- Raffel & Ellis Table 1, variable length, temporal order
+   (``paper``: Table 1 and temporal order again with the padding unmasked, as Raffel's script);
 2. ``thesis_repro.addition`` -- thesis 3.1, LSTM vs attention-gated LSTM;
 3. ``thesis_repro.lm`` -- thesis Tables 3.1 and 3.2, the PTB comparison, then the future-work
    tables of thesis 4.2 (prefix-length generalisation on eltec-pol and PTB, position-aware

@@ -12,7 +12,8 @@ Methods (Raffel & Ellis 2.1-2.4; SPEC E1, E2):
   is computed by the fused chunked implementation (``chunked=True``; the record says which).
   ``--unmasked`` (``RunConfig.mask_padding=False``) follows Raffel's published script instead:
   every batch is padded to int(ceil(1.1 T0)) steps and the padded steps enter the pooling; such
-  runs are named ``...-unmasked-seed<s>`` and get a table of their own.
+  runs are named ``...-unmasked-seed<s>`` and get a table of their own. ``python -m
+  thesis_repro reproduce --preset paper`` trains both (``config.reproduced_runs``).
 - Protocol: Adam (0.9, 0.999), squared error, minibatches of 100 fresh sequences, an epoch is
   1000 updates, a fixed held-out test set of 1000 sequences scored after every epoch, stop at
   100% test accuracy or at the epoch cap. Table 1 reports the best learning rate per cell
@@ -49,6 +50,7 @@ from thesis_repro.ffattention.config import (
     Preset,
     RunConfig,
     preset_runs,
+    reproduced_runs,
     runs,
     summarize,
 )
@@ -64,8 +66,10 @@ from thesis_repro.ffattention.train import evaluate, record_path, run, test_set
 
 
 def describe(config: RunConfig) -> str:
-    """One line naming a run in the grid's log."""
-    return f"{config.experiment}: {config.name}"
+    """One line naming a run in the grid's log: ``table1: <name>``, ``table1 (unmasked):
+    <name>`` (``status`` counts the part before the colon as a table of its own)."""
+    padding = "" if config.mask_padding else " (unmasked)"
+    return f"{config.experiment}{padding}: {config.name}"
 
 
 EXPERIMENT = Experiment(
@@ -73,7 +77,7 @@ EXPERIMENT = Experiment(
     title="Raffel & Ellis (2015): feed-forward attention on long-memory tasks",
     package="thesis_repro.ffattention",
     presets=PRESETS,
-    runs=runs,
+    runs=reproduced_runs,
     run=run,
     record_path=record_path,
     describe=describe,
@@ -92,6 +96,7 @@ __all__ = [
     "render_table",
     "render_variable_figure",
     "report",
+    "reproduced_runs",
     "run",
     "runs",
     "summarize",
