@@ -321,7 +321,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
             ]
         ),
     ]
-    every = []  # each row's name, runs and reported runs, for the table of every run
+    every: list[tuple[str, list[Record], list[Record]]] = []  # for the table of every run
     for (task, pooling), group in _by_task_and_pooling(records).items():
         chosen, notes, finished = cell_runs(group, table_seeds)
         summaries = [summary_of(r) for r in chosen]
