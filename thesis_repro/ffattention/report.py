@@ -42,6 +42,9 @@ from thesis_repro.records import (
 )
 from thesis_repro.settings import FIGURES_DIR, RESULTS_DIR
 
+#: A row of a table of every run: its name, all its runs and the run each seed reports.
+NamedRuns = tuple[str, list[Record], list[Record]]
+
 
 def _number(value: float) -> str:
     return f"{value:g}"
@@ -127,7 +130,7 @@ def _render_preset(title: str, records: list[Record]) -> str:
         *table_head(["task, pooling"] + [f"T0 = {t}" for t in t0s]),
     ]
     partial = False
-    short: list[tuple[str, list[Record], list[Record]]] = []  # cells giving an accuracy
+    short: list[NamedRuns] = []  # cells giving an accuracy
     for (task, pooling), paper in PAPER_TABLE1.items():
         cells = []
         for t0 in t0s:
@@ -225,9 +228,7 @@ def against_paper(table1: list[Record], table_seeds: list[int], t0s: list[int]) 
     )
 
 
-def _short_cells_lines(
-    title: str, short: list[tuple[str, list[Record], list[Record]]], table_seeds: list[int]
-) -> list[str]:
+def _short_cells_lines(title: str, short: list[NamedRuns], table_seeds: list[int]) -> list[str]:
     """Every run of the Table 1 cells that give an accuracy (``short``: the cell's name, its
     runs and the best run of each seed, those with no median epochs to 100%), as
     :func:`_every_run_lines`: what a reader needs to weigh a cell no seed solved, whether
@@ -239,7 +240,7 @@ def _short_cells_lines(
 def _every_run_lines(
     heading: str,
     label: str,
-    cells: list[tuple[str, list[Record], list[Record]]],
+    cells: list[NamedRuns],
     table_seeds: list[int],
 ) -> list[str]:
     """A table of every run of ``cells`` (each: its name, its runs and the best run of each
@@ -321,7 +322,7 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
             ]
         ),
     ]
-    every: list[tuple[str, list[Record], list[Record]]] = []  # for the table of every run
+    every: list[NamedRuns] = []  # for the table of every run
     for (task, pooling), group in _by_task_and_pooling(records).items():
         chosen, notes, finished = cell_runs(group, table_seeds)
         summaries = [summary_of(r) for r in chosen]
@@ -336,9 +337,9 @@ def _variable_lines(records: list[Record], table_seeds: list[int]) -> list[str]:
         paper = PAPER_VARIABLE.get((task, pooling))
         rates = rates_text(chosen).removeprefix("lr ")
         paper_text = _paper_text(paper) if paper else "–"
-        cells = [f"{task}, {pooling}", last, tail, best, rates, seeds, ran, paper_text]
-        lines.append(table_row(cells))
-        every.append((f"{task}, {pooling}", group, chosen))
+        name = f"{task}, {pooling}"
+        lines.append(table_row([name, last, tail, best, rates, seeds, ran, paper_text]))
+        every.append((name, group, chosen))
     if all(len(group) == 1 for _, group, _ in every):
         return lines  # one run per row: the table above is every run
     heading = "Variable length (50..10000): every run"
